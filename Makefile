@@ -1,0 +1,33 @@
+# One venv, made by the project itself. torch is installed first from its pinned CPU build,
+# so nothing later pulls a multi-GB CUDA wheel.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
+
+export OMP_NUM_THREADS ?= 1
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
+export RAY_USAGE_STATS_ENABLED ?= 0
+
+.PHONY: setup run test bench clean
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+run: setup          ## the main job on embedded defaults
+	$(VENV)/bin/inferencegym demo
+
+test: setup         ## the test suite
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+bench: setup
+	$(PY) benchmarks/sim_speed.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

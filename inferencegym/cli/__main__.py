@@ -1,0 +1,3 @@
+from inferencegym.cli import main
+
+main()

@@ -1,0 +1,78 @@
+"""The request entity: one LLM inference request and every timestamp its metrics need."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NAN = math.nan
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One LLM request.
+
+    The workload sets the first six fields; the simulator fills in the rest. Times are simulated
+    seconds from the start of the run. Identity is the object (``eq=False``): two requests with the
+    same fields are still two requests.
+    """
+
+    req_id: int
+    """Unique id within one run (assigned by the workload, never by a class-level counter)."""
+    arrival_s: float
+    """Time the request reaches the cluster's router."""
+    prompt_tokens: int
+    """Prompt (prefill) length in tokens, >= 1."""
+    output_tokens: int
+    """Number of tokens to generate, >= 1 (the first one comes out of the prefill iteration)."""
+    tenant: int = 0
+    """Index of the tenant in ``ClusterConfig.tenants`` (0 when there is one tenant)."""
+    priority: int = 0
+    """0 = best effort, 1 = priority (jumps queues when priority scheduling is on)."""
+
+    # --- filled by the simulator -------------------------------------------------------------
+    replica_id: int = -1
+    """Replica that served it (the decode replica under disaggregation)."""
+    dispatched_s: float = NAN
+    """Time the router placed it on a replica's queue."""
+    first_scheduled_s: float = NAN
+    """Time its first prefill chunk started running (end of queueing delay)."""
+    first_token_s: float = NAN
+    """Time its first output token was produced (end of prefill)."""
+    completion_s: float = NAN
+    """Time its last output token was produced."""
+    prefilled_tokens: int = 0
+    """Prompt tokens (plus recomputed output tokens after a preemption) already prefilled."""
+    generated_tokens: int = 0
+    """Output tokens produced so far."""
+    preemptions: int = 0
+    """Times it was preempted (recompute) for lack of KV blocks."""
+    tbt_max_s: float = 0.0
+    """Largest gap between two consecutive output tokens."""
+    tbt_sum_s: float = 0.0
+    """Sum of gaps between consecutive output tokens (TPOT = tbt_sum_s / (output_tokens - 1))."""
+    last_token_s: float = NAN
+    """Time its latest output token was produced."""
+    rejected_reason: str | None = None
+    """Why it was rejected (never served), or None."""
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.completion_s - self.arrival_s
+
+    @property
+    def queueing_delay_s(self) -> float:
+        return self.first_scheduled_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float:
+        n = self.output_tokens - 1
+        return self.tbt_sum_s / n if n > 0 else 0.0
+
+    @property
+    def done(self) -> bool:
+        return not math.isnan(self.completion_s)

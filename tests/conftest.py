@@ -1,0 +1,43 @@
+"""Shared test fixtures. Environment set before torch / Ray are imported anywhere."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _reference_dir() -> Path | None:
+    env = os.environ.get("INFERENCEGYM_REFERENCE_DIR")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO_ROOT.parent / "shared" / "reference")
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    """The shared reference data (`../shared/reference`). Under CI its absence is a failure."""
+    ref = _reference_dir()
+    if ref is None:
+        msg = ("reference data not found: expected ../shared/reference beside the repo "
+               "(or INFERENCEGYM_REFERENCE_DIR); CI must provide it")
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return ref
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
