@@ -23,6 +23,7 @@ app = typer.Typer(
 _COMMAND_MODULES = (
     "demo",
     "simulate",
+    "calibrate",
     "data",
     "evaluate",
     "train",

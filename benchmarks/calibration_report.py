@@ -1,0 +1,205 @@
+"""Calibration report: error of the committed execution-time model against the reference data.
+
+    .venv/bin/python benchmarks/calibration_report.py [--reference-dir DIR] [--out docs/bench/calibration.md]
+                                                      [--plot docs/bench/calibration_scatter.png]
+
+Prints (and optionally writes) markdown tables: per-op and per-iteration MAPE / max error on the
+Vidur profiles, SplitwiseSim end-to-end errors, held-out combinations, a cross-GPU transfer check
+(A100 efficiencies predicting H100 kernels: the accuracy to expect from spec-sheet GPU presets),
+the technique cost figures and the speed of the model itself (medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from inferencegym.sim.calibration import evaluate as E
+from inferencegym.sim.calibration import reference as R
+from inferencegym.sim.calibration.fit import build_model
+from inferencegym.sim.execution import ExecutionModel, _params_for, expected_tokens_per_step
+
+
+def md(df: pd.DataFrame, floatfmt: str = ".1f") -> str:
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        cells = []
+        for v in row:
+            if isinstance(v, (float, np.floating)):
+                cells.append(format(v, floatfmt))
+            else:
+                cells.append(str(v))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def cross_gpu(ref: Path) -> pd.DataFrame:
+    """H100 kernel rows predicted with the A100-fitted efficiencies (H100 peaks and network)."""
+    ops = R.vidur_ops(ref)
+    h = ops[ops["gpu"] == "h100-80gb"]
+    a100, _, _ = _params_for("a100-80gb", "a100")
+    h100, _, _ = _params_for("h100-80gb", "h100")
+    d = a100.to_dict()
+    d["allreduce_latency_s"] = dict(h100.allreduce_latency_s)
+    d["allreduce_gbytes_per_s"] = dict(h100.allreduce_gbytes_per_s)
+    from inferencegym.sim.execution import KernelParams
+
+    k = KernelParams.from_dict(d)
+    parts = []
+    for (model, tp), g in h.groupby(["model", "tp"]):
+        m = build_model(model, "h100-80gb", int(tp), k)
+        g = g.copy()
+        g["predicted_s"] = [float(m.layer_op_times_s(float(n))[op]) for n, op in zip(g["n"], g["op"])]
+        parts.append(g)
+    out = pd.concat(parts)
+    out["ape"] = 100 * (out["predicted_s"] - out["measured_s"]).abs() / out["measured_s"]
+    return out
+
+
+def technique_table() -> pd.DataFrame:
+    rows = []
+    for model, gpu, tp in [("llama-2-7b", "a100-80gb", 1), ("llama-2-13b", "a100-80gb", 1),
+                           ("llama-3-8b", "h100-80gb", 1), ("llama-2-70b", "a100-80gb", 4),
+                           ("llama-2-70b", "h100-80gb", 4), ("llama-3-70b", "h100-80gb", 8)]:
+        m = ExecutionModel.from_preset(model=model, gpu=gpu, tensor_parallel=tp)
+        i8, i4 = m.with_quantization("int8"), m.with_quantization("int4")
+        e = expected_tokens_per_step(0.8, 4)
+
+        def spec(b, ctx=512):
+            return e * m.decode_step_time_s(b, ctx) / m.speculative_step_time_s(b, ctx, 4)
+
+        rows.append({
+            "model/gpu/tp": f"{model} {gpu} TP{tp}",
+            "decode B1 ms": 1e3 * m.decode_step_time_s(1, 1024),
+            "prefill 2k ms": 1e3 * m.prefill_time_s(2048),
+            "spec x B1": spec(1), "spec x B16": spec(16), "spec x B256": spec(256),
+            "int8 dec x": m.decode_step_time_s(1, 1024) / i8.decode_step_time_s(1, 1024),
+            "int4 dec x": m.decode_step_time_s(1, 1024) / i4.decode_step_time_s(1, 1024),
+            "int8 pf x": m.prefill_time_s(2048) / i8.prefill_time_s(2048),
+            "int4 pf x": m.prefill_time_s(2048) / i4.prefill_time_s(2048),
+            "KV tok fp16": m.kv_capacity_tokens(), "KV tok int4": i4.kv_capacity_tokens(),
+            "$/h": m.gpu_hour_usd,
+        })
+    return pd.DataFrame(rows)
+
+
+def speed() -> pd.DataFrame:
+    def med(fn, reps=7, inner=2000):
+        ts = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            ts.append((time.perf_counter() - t) / inner)
+        return statistics.median(ts) * 1e6
+
+    m = ExecutionModel.from_preset(model="llama-2-70b", gpu="h100-80gb", tensor_parallel=4)
+    m.iteration_time_s([(512, 0), (256, 1024)], 32, 20000)
+    chunks = [(512, 0), (256, 1024)]
+    return pd.DataFrame([
+        {"call": "ExecutionModel.from_preset(llama-2-70b, h100-80gb, TP4)",
+         "median_us": med(lambda: ExecutionModel.from_preset(model="llama-2-70b", gpu="h100-80gb",
+                                                            tensor_parallel=4), inner=200)},
+        {"call": "iteration_time_s(2 chunks, B=32) (memoised token count)",
+         "median_us": med(lambda: m.iteration_time_s(chunks, 32, 20000))},
+        {"call": "iteration_time_s((), B=32) pure decode", "median_us": med(lambda: m.iteration_time_s((), 32, 20000))},
+        {"call": "decode_coeffs(32, 0) (memoised)", "median_us": med(lambda: m.decode_coeffs(32, 0))},
+    ])
+
+
+def main(argv=None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reference-dir", type=Path, default=R.default_reference_dir())
+    ap.add_argument("--out", type=Path, default=None, help="also write the markdown here")
+    ap.add_argument("--plot", type=Path, default=None, help="scatter plot of predicted vs measured")
+    a = ap.parse_args(argv)
+    ref = a.reference_dir
+    cmd = "`.venv/bin/python benchmarks/calibration_report.py" + (f" --out {a.out}" if a.out else "") \
+        + (f" --plot {a.plot}" if a.plot else "") + "`"
+    ops = E.ops_errors(ref)
+    it = E.iteration_errors(ref)
+    att = E.attention_errors(ref)
+    ar = E.allreduce_errors(ref)
+    sw = E.splitwise_errors(ref)
+    s = []
+    s.append("# Calibration figures (execution-time model)\n")
+    s.append(f"All tables produced by {cmd} on the committed `inferencegym/data/calibration.json` "
+             "(refit with `.venv/bin/python -m inferencegym.sim.calibration.fit`). APE = absolute "
+             "percentage error per row; MAPE = its mean. `heldout` rows were never seen by the fit.\n")
+    s.append("## Per-iteration: Vidur iteration reference (Llama-2-7B, A100, TP1; kernels only)\n")
+    s.append(md(E.summarise(it, ["kind"])) + "\n")
+    s.append(md(E.summarise(it)) + "\n")
+    s.append("## Per-op: Vidur `mlp.csv` profiles (per-layer kernels, every token count)\n")
+    per_op = E.summarise(ops, ["gpu", "op", "heldout"])
+    s.append(md(per_op) + "\n")
+    s.append("Per GPU/model/TP (all ops; the sum of a layer's linear ops in the last columns):\n")
+    layer = ops.groupby(["gpu", "model", "tp", "n", "heldout"])[["measured_s", "predicted_s"]].sum().reset_index()
+    layer["ape"] = 100 * (layer["predicted_s"] - layer["measured_s"]).abs() / layer["measured_s"]
+    a1 = E.summarise(ops, ["gpu", "model", "tp", "heldout"])
+    a2 = E.summarise(layer, ["gpu", "model", "tp", "heldout"]).rename(
+        columns={"mape_pct": "layer_mape_pct", "max_ape_pct": "layer_max_ape_pct", "rows": "token_counts"})
+    s.append(md(a1.merge(a2, on=["gpu", "model", "tp", "heldout"])) + "\n")
+    s.append("## Attention samples (A100, Llama-2-7B, TP1) and all-reduce (DGX profiles)\n")
+    s.append(md(E.summarise(att, ["kind"])) + "\n")
+    s.append(md(E.summarise(ar, ["profile", "tp"])) + "\n")
+    s.append("## End to end: SplitwiseSim measured prefill and decode times (with engine overhead)\n")
+    s.append(md(E.summarise(sw, ["kind", "heldout"])) + "\n")
+    s.append(md(E.summarise(sw, ["model", "gpu", "tp", "kind", "heldout"])) + "\n")
+    dd = sw[(sw["kind"] == "decode") & (sw["batch"] == 1) & (sw["model"] == "llama-2-70b")]
+    t = dd.groupby("tp")[["measured_s", "predicted_s"]].median().reset_index()
+    t["measured_s"] *= 1e3
+    t["predicted_s"] *= 1e3
+    t.columns = ["tp", "measured_ms", "predicted_ms"]
+    s.append("Llama-2-70B A100 decode at batch 1 (median over prompt/output sizes), TP8 held out:\n")
+    s.append(md(t) + "\n")
+    s.append("## Cross-GPU transfer (proxy for spec-sheet presets)\n")
+    s.append("H100 kernels predicted with the **A100** efficiencies and H100 peaks: the error an "
+             "uncalibrated GPU preset (`a10g-24gb`, `l40s-48gb`) can be expected to have, at best.\n")
+    cg = cross_gpu(ref)
+    cg["class"] = np.where(cg["op"].isin(R.GEMM_OPS), "gemm", "elementwise")
+    s.append(md(E.summarise(cg, ["class"])) + "\n")
+    s.append("## Technique cost figures (model outputs, not measurements)\n")
+    s.append("spec x = tokens/s with speculation (alpha 0.8, k 4, context 512) over without; "
+             "int dec/pf x = FP16 time / quantized time (decode B1 ctx 1024, prefill 2048).\n")
+    s.append(md(technique_table(), ".2f") + "\n")
+    s.append("## Speed of the model (median of 7 repeats)\n")
+    s.append(md(speed(), ".2f") + "\n")
+    text = "\n".join(s)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text)
+    if a.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(1, 3, figsize=(13, 4))
+        for axis, (title, d) in zip(ax, [("Vidur per-op", ops), ("Vidur iteration", it),
+                                         ("SplitwiseSim end to end", sw)]):
+            held = d["heldout"].to_numpy(bool)
+            axis.loglog(d["measured_s"][~held], d["predicted_s"][~held], ".", ms=2, label="fitted")
+            if held.any():
+                axis.loglog(d["measured_s"][held], d["predicted_s"][held], ".", ms=2, label="held out")
+            lo, hi = d["measured_s"].min(), d["measured_s"].max()
+            axis.plot([lo, hi], [lo, hi], "k-", lw=0.5)
+            axis.set_title(title)
+            axis.set_xlabel("measured s")
+            axis.set_ylabel("predicted s")
+            axis.legend()
+        fig.tight_layout()
+        a.plot.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(a.plot, dpi=110)
+    sys.stdout.write(text + "\n")
+    return text
+
+
+if __name__ == "__main__":
+    main()

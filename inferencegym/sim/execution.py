@@ -1,0 +1,681 @@
+"""Execution-time model: how long one iteration of a replica takes.
+
+A roofline model per transformer layer (summed over layers; tensor parallelism splits heads and the
+MLP across the GPUs of a replica), with efficiencies fitted on measured kernel profiles (Vidur) and
+an engine overhead fitted on measured end-to-end times (SplitwiseSim); see ``docs/calibration.md``.
+
+Per layer and per iteration with ``n`` batched tokens:
+
+* GEMMs (QKV, O, gate+up, down): ``floor + ((F/(P*ec))**p + (M/(BW*em))**p)**(1/p)``, a smooth
+  roofline max of compute time (FLOPs F at peak P) and memory time (bytes M: weights once per
+  iteration plus activations at bandwidth BW);
+* elementwise ops (2 RMSNorms, RoPE, SiLU*mul, one residual add as profiled by Vidur; vLLM fuses
+  the other into the norm): bandwidth-bound, one efficiency per op;
+* attention prefill per chunk (FlashAttention-like): causal FLOPs ``4*heads*d*N*(C + (N+1)/2)``
+  (quadratic in the chunk N, linear in the context C already cached), roofline with KV bytes read;
+* attention decode: KV bytes read (linear in the batch's total context), a per-sequence term and,
+  with speculative verification, k+1 queries per sequence;
+* tensor-parallel all-reduce, two per layer: ``latency(tp) + bytes / bandwidth(tp)``;
+* outside the layers: embedding, final norm, LM head (FP16, only on tokens that need logits);
+* engine overhead per iteration: kernel time x ``(1 + slowdown * n)`` plus ``fixed + layers *
+  (per_layer + per_layer_tp * (tp-1)) + per_seq * sequences + per_token * n`` (scheduling,
+  sampling, kernel launches, synchronisation: what kernel profiles miss).
+
+Speculative decoding (depth k): k sequential draft decode passes at batch B (draft model at TP 1 on
+one GPU of the replica), then one target pass verifying k+1 tokens per sequence. Quantization tiers
+change the weight bytes, the GEMM compute peak (W8A8) and add dequantisation overhead (W4A16).
+
+The hot path uses plain Python floats and memoises per token count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Iterable, Sequence
+
+from inferencegym.sim.presets import (
+    GIB,
+    GPUPreset,
+    ModelPreset,
+    QuantizationTier,
+    get_gpu,
+    get_model,
+    get_quantization,
+)
+
+__all__ = [
+    "ExecutionModel",
+    "KernelParams",
+    "EngineParams",
+    "expected_tokens_per_step",
+    "load_calibration",
+]
+
+_VALID_TP = (1, 2, 4, 8)
+_ACT_BYTES = 2.0  # FP16/BF16 activations
+_KV_BYTES = 2.0  # FP16 KV cache
+
+
+def expected_tokens_per_step(alpha: float, k: int) -> float:
+    """Expected tokens produced by one speculative step of depth ``k`` at acceptance ``alpha``.
+
+    ``(1 - alpha**(k+1)) / (1 - alpha)`` (Leviathan et al., 2023), = k+1 at alpha = 1, = 1 at k = 0.
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"acceptance alpha must be in [0, 1], got {alpha!r}")
+    if k < 0:
+        raise ValueError(f"speculation depth k must be >= 0, got {k!r}")
+    if alpha == 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelParams:
+    """Fitted kernel efficiencies of one GPU type (all times in seconds)."""
+
+    gemm_eff_compute: float = 0.70
+    """Fraction of the tensor-core peak GEMMs reach when compute-bound."""
+    gemm_eff_mem: float = 0.75
+    """Fraction of the memory bandwidth GEMMs reach when memory-bound."""
+    gemm_p: float = 2.0
+    """Exponent of the smooth roofline max (large = hard max)."""
+    gemm_floor_s: float = 6e-6
+    """Fixed time of one GEMM kernel (launch, tail)."""
+    norm_eff_mem: float = 0.4
+    """Bandwidth fraction of an RMSNorm (reads and writes the hidden states)."""
+    rope_eff_mem: float = 0.6
+    """Bandwidth fraction of rotary embedding (reads and writes Q and K)."""
+    act_eff_mem: float = 0.7
+    """Bandwidth fraction of the MLP activation (SiLU(gate)*up: reads 2, writes 1)."""
+    add_eff_mem: float = 0.8
+    """Bandwidth fraction of the residual add (reads 2, writes 1 hidden states)."""
+    elem_floor_s: float = 4e-6
+    """Fixed time of one elementwise kernel."""
+    attn_prefill_eff_compute: float = 0.45
+    """Fraction of the FP16 peak reached by prefill attention."""
+    attn_prefill_eff_mem: float = 0.6
+    """Bandwidth fraction of prefill attention (reading cached KV)."""
+    attn_prefill_floor_s: float = 1e-5
+    """Fixed time of the prefill attention kernel(s) per layer and iteration."""
+    attn_prefill_per_token_s: float = 5e-8
+    """Per prefill token time (reshapes, KV-cache writes) per layer."""
+    attn_decode_eff_mem: float = 0.85
+    """Bandwidth fraction reached reading the KV cache in decode attention."""
+    attn_decode_eff_compute: float = 0.3
+    """Fraction of the FP16 peak for decode attention FLOPs (matters for k+1 queries)."""
+    attn_decode_floor_s: float = 6e-6
+    """Fixed time of the decode attention kernel per layer and iteration."""
+    attn_decode_per_seq_s: float = 1.0e-6
+    """Per decode sequence time per layer (block-table lookups, partitions)."""
+    allreduce_latency_s: tuple[tuple[int, float], ...] = ((2, 1.5e-5), (4, 2.0e-5), (8, 2.5e-5))
+    """All-reduce latency per TP degree."""
+    allreduce_gbytes_per_s: tuple[tuple[int, float], ...] = ((2, 150.0), (4, 120.0), (8, 110.0))
+    """All-reduce algorithm bandwidth (message bytes / transfer time) per TP degree, GB/s."""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "KernelParams":
+        kw = dict(d)
+        for key in ("allreduce_latency_s", "allreduce_gbytes_per_s"):
+            if key in kw and isinstance(kw[key], dict):
+                kw[key] = tuple(sorted((int(t), float(v)) for t, v in kw[key].items()))
+        known = set(cls.__dataclass_fields__)
+        unknown = set(kw) - known
+        if unknown:
+            raise ValueError(f"unknown kernel calibration keys {sorted(unknown)}; valid: {sorted(known)}")
+        return cls(**kw)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["allreduce_latency_s"] = {str(t): v for t, v in self.allreduce_latency_s}
+        d["allreduce_gbytes_per_s"] = {str(t): v for t, v in self.allreduce_gbytes_per_s}
+        return d
+
+    def allreduce(self, tp: int) -> tuple[float, float]:
+        """(latency_s, bytes_per_s) of one all-reduce across ``tp`` GPUs (0, inf at TP 1)."""
+        if tp <= 1:
+            return 0.0, math.inf
+        lat = dict(self.allreduce_latency_s)
+        bw = dict(self.allreduce_gbytes_per_s)
+        if tp in lat and tp in bw:
+            return lat[tp], bw[tp] * 1e9
+        # nearest degree available (presets only allow 1/2/4/8)
+        best = min(lat, key=lambda t: abs(t - tp))
+        return lat[best], bw[best] * 1e9
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineParams:
+    """Serving-engine overhead per iteration (fitted on end-to-end times), seconds."""
+
+    fixed_s: float = 2.0e-3
+    """Per iteration: scheduling, input preparation, sampling launch."""
+    per_layer_s: float = 1.5e-4
+    """Per layer and iteration: kernel launches and synchronisation not in kernel profiles."""
+    per_layer_tp_s: float = 0.0
+    """Extra per layer and iteration for each GPU beyond the first (TP synchronisation)."""
+    per_seq_s: float = 2.0e-5
+    """Per sequence in the batch: sampling, detokenisation, bookkeeping."""
+    per_token_s: float = 0.0
+    """Per batched token (input preparation)."""
+    kernel_slowdown_per_token: float = 0.0
+    """Kernel time is multiplied by ``1 + kernel_slowdown_per_token * n`` for an iteration of n
+    batched tokens: end-to-end engines lose efficiency on very large iterations (observed in the
+    SplitwiseSim prefill times; ~0 below a few hundred tokens)."""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EngineParams":
+        known = set(cls.__dataclass_fields__)
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown engine calibration keys {sorted(unknown)}; valid: {sorted(known)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@lru_cache(maxsize=1)
+def load_calibration() -> dict:
+    """The committed calibration (``inferencegym/data/calibration.json``), parsed once per process."""
+    try:
+        text = resources.files("inferencegym").joinpath("data", "calibration.json").read_text("utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "inferencegym/data/calibration.json is missing from the installed package: reinstall "
+            "InferenceGym or regenerate it with `python -m inferencegym.sim.calibration.fit`") from None
+    return json.loads(text)
+
+
+@lru_cache(maxsize=64)
+def _params_for(gpu_name: str, network_profile: str) -> tuple[KernelParams, EngineParams, bool]:
+    cal = load_calibration()
+    gpus = cal.get("gpus", {})
+    if gpu_name in gpus:
+        kd = dict(gpus[gpu_name])
+        fitted = True
+    else:
+        kd = dict(cal.get("default_gpu", {}))
+        fitted = False
+    net = cal.get("network", {}).get(network_profile)
+    if net:
+        kd["allreduce_latency_s"] = net["latency_s"]
+        kd["allreduce_gbytes_per_s"] = net["gbytes_per_s"]
+    kernel = KernelParams.from_dict(kd)
+    engine = EngineParams.from_dict(cal.get("engine", {}))
+    return kernel, engine, fitted
+
+
+class ExecutionModel:
+    """Time of one iteration of one replica (``tensor_parallel`` GPUs running one model copy).
+
+    Build it with :meth:`from_preset`. All methods are pure (memoised) functions of their
+    arguments: one instance can be shared by many replicas and simulators.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: ModelPreset,
+        gpu: GPUPreset,
+        tensor_parallel: int,
+        quantization: QuantizationTier,
+        kernel: KernelParams,
+        engine: EngineParams,
+        draft: ModelPreset | None = None,
+        engine_overhead: bool = True,
+        gpu_memory_utilization: float = 0.9,
+        max_batched_tokens: int = 8192,
+        gpu_hour_usd: float | None = None,
+        calibrated: bool = False,
+        check_memory: bool = True,
+    ) -> None:
+        if tensor_parallel not in _VALID_TP:
+            raise ValueError(f"tensor_parallel must be one of {_VALID_TP}, got {tensor_parallel!r}")
+        if model.num_heads % tensor_parallel:
+            raise ValueError(f"{model.name} has {model.num_heads} heads, not divisible by "
+                             f"tensor_parallel={tensor_parallel}")
+        if not 0.0 < gpu_memory_utilization <= 1.0:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}")
+        if gpu_hour_usd is not None and not gpu_hour_usd >= 0:
+            raise ValueError(f"gpu_hour_usd must be >= 0 (USD per GPU-hour) or None for the preset "
+                             f"price, got {gpu_hour_usd!r}")
+        self.model = model
+        self.gpu = gpu
+        self.tensor_parallel = int(tensor_parallel)
+        self.quantization = quantization
+        self.kernel = kernel
+        self.engine = engine
+        self.draft = draft
+        self.engine_overhead = bool(engine_overhead)
+        self.gpu_memory_utilization = float(gpu_memory_utilization)
+        self.max_batched_tokens = int(max_batched_tokens)
+        self.calibrated = bool(calibrated)
+        self._gpu_hour_override = gpu_hour_usd
+        self._check_memory = bool(check_memory)
+        self._setup()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_preset(
+        cls,
+        model: str = "llama-2-7b",
+        gpu: str = "a100-80gb",
+        tensor_parallel: int = 1,
+        quantization: str = "fp16",
+        *,
+        draft_model: str | None = "default",
+        engine_overhead: bool = True,
+        gpu_memory_utilization: float = 0.9,
+        gpu_hour_usd: float | None = None,
+    ) -> "ExecutionModel":
+        """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
+
+        ``draft_model``: draft preset for speculative decoding (``"default"``: the model's preset
+        draft; ``None``: no speculation). ``engine_overhead=False`` gives kernel time only (what
+        Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
+        Raises ValueError for unknown names or when the weights do not fit in GPU memory.
+        """
+        mp = get_model(model)
+        gp = get_gpu(gpu)
+        qt = get_quantization(quantization)
+        if draft_model == "default":
+            draft_model = mp.draft_model
+        dp = get_model(draft_model) if draft_model else None
+        kernel, engine, fitted = _params_for(gp.name, gp.network_profile)
+        return cls(model=mp, gpu=gp, tensor_parallel=tensor_parallel, quantization=qt,
+                   kernel=kernel, engine=engine, draft=dp, engine_overhead=engine_overhead,
+                   gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
+                   calibrated=fitted and gp.calibrated)
+
+    def _replace(self, **kw) -> "ExecutionModel":
+        args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
+                    quantization=self.quantization, kernel=self.kernel, engine=self.engine,
+                    draft=self.draft, engine_overhead=self.engine_overhead,
+                    gpu_memory_utilization=self.gpu_memory_utilization,
+                    max_batched_tokens=self.max_batched_tokens,
+                    gpu_hour_usd=self._gpu_hour_override, calibrated=self.calibrated,
+                    check_memory=self._check_memory)
+        args.update(kw)
+        return ExecutionModel(**args)
+
+    def with_quantization(self, quantization: str) -> "ExecutionModel":
+        """A new model identical but for the quantization tier (``fp16``, ``int8``, ``int4``)."""
+        return self._replace(quantization=get_quantization(quantization))
+
+    def _setup(self) -> None:
+        m, g, k, t = self.model, self.gpu, self.kernel, self.tensor_parallel
+        q = self.quantization
+        d = m.head_dim
+        h = m.hidden_size
+        self._layers = m.num_layers
+        self._q_heads = m.num_heads // t
+        self._kv_heads = max(1, m.num_kv_heads // t)  # replicated when tp > kv heads
+        self._peak_fp16 = g.fp16_tflops * 1e12
+        peak_gemm = (g.int8_tops if q.int8_compute else g.fp16_tflops) * 1e12
+        bw = g.mem_gbytes_per_s * 1e9
+        self._bw = bw
+        wb = q.weight_bytes_per_param
+        a_in = 1.0 if q.int8_compute else _ACT_BYTES
+        # GEMMs of one layer on one GPU: (K, N)
+        gemms = [
+            (h, (self._q_heads + 2 * self._kv_heads) * d),  # QKV
+            (self._q_heads * d, h),  # O
+            (h, (2 if m.gated_mlp else 1) * m.ffn_size // t),  # gate + up
+            (m.ffn_size // t, h),  # down
+        ]
+        self._gemms = gemms
+        p = k.gemm_p
+        self._gemm_terms = []  # per GEMM: (flop_time_per_token, weight_time, act_time_per_token)
+        inv_c = q.gemm_compute_overhead / (peak_gemm * k.gemm_eff_compute)
+        inv_m = 1.0 / (bw * k.gemm_eff_mem)
+        for kk, nn in gemms:
+            self._gemm_terms.append((2.0 * kk * nn * inv_c, kk * nn * wb * inv_m,
+                                     (kk * a_in + nn * _ACT_BYTES) * inv_m))
+        self._gemm_p = p
+        self._gemm_inv_p = 1.0 / p
+        # elementwise ops per layer (as profiled by Vidur; vLLM fuses the second residual add into
+        # the post-attention norm, so one add): bytes per token / (bandwidth * efficiency)
+        f_g = m.ffn_size / t
+        qk = (self._q_heads + self._kv_heads) * d
+        act_in = 2 if m.gated_mlp else 1
+        self._elem_coef = {
+            "input_layernorm": 2 * h * _ACT_BYTES / (bw * k.norm_eff_mem),
+            "attn_rope": 2 * qk * _ACT_BYTES / (bw * k.rope_eff_mem),
+            "post_attention_layernorm": 2 * h * _ACT_BYTES / (bw * k.norm_eff_mem),
+            "mlp_act": (act_in + 1) * f_g * _ACT_BYTES / (bw * k.act_eff_mem),
+            "add": 3 * h * _ACT_BYTES / (bw * k.add_eff_mem),
+        }
+        # W8A8: per-token activation quantisation before each GEMM input (read 2B, write 1B)
+        self._elem_coef["act_quant"] = (q.activation_quant_ops * 3 * h / (bw * k.add_eff_mem))
+        self._n_elem_ops = 5 + q.activation_quant_ops
+        self._elem_time_per_token = sum(self._elem_coef.values())
+        # all-reduce after O and after down (TP > 1)
+        lat, ar_bw = k.allreduce(t)
+        self._ar_lat = lat
+        self._ar_time_per_token = (h * _ACT_BYTES / ar_bw) if t > 1 else 0.0
+        # attention
+        self._kv_bytes_per_token_layer = 2.0 * self._kv_heads * d * _KV_BYTES
+        self._attn_flop_per_qk = 4.0 * self._q_heads * d  # QK^T and PV, per query per key
+        self._attn_pf_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_eff_compute)
+        self._attn_pf_inv_m = 1.0 / (bw * k.attn_prefill_eff_mem)
+        self._attn_dec_inv_c = 1.0 / (self._peak_fp16 * k.attn_decode_eff_compute)
+        self._attn_dec_inv_m = 1.0 / (bw * k.attn_decode_eff_mem)
+        # outside the layers: embedding gather + final norm (bandwidth), LM head GEMM (FP16)
+        self._outer_elem_per_token = (2 * 2 * h + 2 * 2 * h) / (bw * k.norm_eff_mem)
+        vocab_g = m.vocab_size / t
+        self._lm_flop_time = 2.0 * h * vocab_g / (self._peak_fp16 * k.gemm_eff_compute)
+        self._lm_weight_time = h * vocab_g * _ACT_BYTES / (bw * k.gemm_eff_mem)
+        self._lm_act_time = (h + vocab_g) * _ACT_BYTES / (bw * k.gemm_eff_mem)
+        # engine overhead
+        e = self.engine
+        if self.engine_overhead:
+            self._ovh_fixed = (e.fixed_s + self._layers * (e.per_layer_s + e.per_layer_tp_s * (t - 1)))
+            self._ovh_seq = e.per_seq_s
+            self._ovh_tok = e.per_token_s
+            self._slow = e.kernel_slowdown_per_token
+        else:
+            self._ovh_fixed = self._ovh_seq = self._ovh_tok = self._slow = 0.0
+        # memory
+        lin_params_gpu = sum(kk * nn for kk, nn in gemms)
+        emb_params_gpu = m.vocab_size * h / t * (1 if m.tied_embeddings else 2)
+        self.weight_bytes_per_gpu = float(
+            m.num_layers * (lin_params_gpu * wb + 2 * h * _ACT_BYTES) + emb_params_gpu * _ACT_BYTES
+            + h * _ACT_BYTES)
+        self.kv_bytes_per_token = float(m.num_layers * self._kv_bytes_per_token_layer)
+        self.activation_reserve_bytes = float(
+            GIB + self.max_batched_tokens * (h + qk + 3 * f_g) * _ACT_BYTES)
+        free = g.memory_bytes * self.gpu_memory_utilization - self.weight_bytes_per_gpu \
+            - self.activation_reserve_bytes
+        if free <= 0 and self._check_memory:
+            raise ValueError(
+                f"{m.name} ({q.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
+                f"at tensor_parallel={t}, which with the activation reserve exceeds the "
+                f"{g.memory_gbytes:.0f} GB of {g.name} (x{self.gpu_memory_utilization} usable); "
+                f"use a larger tensor_parallel or a lower-bit quantization")
+        self._kv_free_bytes = max(free, 0.0)
+        # caches
+        self._tok_cache: dict[int, float] = {}
+        self._lm_cache: dict[int, float] = {}
+        self._coeff_cache: dict[tuple[int, int], tuple[float, float]] = {}
+        self._draft_model: ExecutionModel | None = None
+        if self.draft is not None:
+            self._draft_model = ExecutionModel(
+                model=self.draft, gpu=self.gpu, tensor_parallel=1,
+                quantization=get_quantization("fp16"), kernel=self.kernel, engine=self.engine,
+                draft=None, engine_overhead=False, gpu_memory_utilization=1.0,
+                max_batched_tokens=1024, gpu_hour_usd=0.0, calibrated=self.calibrated,
+                check_memory=False)
+
+    # ------------------------------------------------------------------ components
+    _GEMM_NAMES = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+
+    def layer_op_times_s(self, n_tokens):
+        """Per-layer time of each token-count-dependent op at ``n_tokens`` batched tokens.
+
+        Keys follow Vidur's profile names (``attn_pre_proj`` = QKV GEMM, ``attn_post_proj`` = O,
+        ``mlp_up_proj`` = gate+up, ``mlp_down_proj``, ``input_layernorm``, ``attn_rope``,
+        ``post_attention_layernorm``, ``mlp_act``, ``add``) plus ``act_quant`` (W8A8) and
+        ``all_reduce`` (both all-reduces of the layer). Works on floats and numpy arrays.
+        """
+        k = self.kernel
+        p, ip = self._gemm_p, self._gemm_inv_p
+        out = {}
+        for name, (fc, wt, at) in zip(self._GEMM_NAMES, self._gemm_terms):
+            tc = fc * n_tokens
+            tm = wt + at * n_tokens
+            out[name] = k.gemm_floor_s + (tc**p + tm**p) ** ip
+        for name, coef in self._elem_coef.items():
+            if name == "act_quant" and coef == 0.0:
+                out[name] = 0.0 * n_tokens
+                continue
+            out[name] = k.elem_floor_s * (self._n_elem_ops - 5 if name == "act_quant" else 1) \
+                + coef * n_tokens
+        if self.tensor_parallel > 1:
+            out["all_reduce"] = 2.0 * (self._ar_lat + self._ar_time_per_token * n_tokens)
+        else:
+            out["all_reduce"] = 0.0 * n_tokens
+        return out
+
+    def _token_time(self, n: int) -> float:
+        """Time of everything that depends only on the batched token count ``n`` (all layers):
+        GEMMs, elementwise ops, all-reduces, embedding and final norm."""
+        c = self._tok_cache.get(n)
+        if c is not None:
+            return c
+        if n <= 0:
+            self._tok_cache[n] = 0.0
+            return 0.0
+        layer = sum(self.layer_op_times_s(n).values())
+        total = self._layers * layer + 2 * self.kernel.elem_floor_s + self._outer_elem_per_token * n
+        self._tok_cache[n] = total
+        return total
+
+    def _lm_head_time(self, n_logits: int) -> float:
+        c = self._lm_cache.get(n_logits)
+        if c is not None:
+            return c
+        if n_logits <= 0:
+            v = 0.0
+        else:
+            p, ip = self._gemm_p, self._gemm_inv_p
+            tc = self._lm_flop_time * n_logits
+            tm = self._lm_weight_time + self._lm_act_time * n_logits
+            v = self.kernel.gemm_floor_s + (tc**p + tm**p) ** ip
+        self._lm_cache[n_logits] = v
+        return v
+
+    def _attn_prefill_layer(self, chunks: Iterable[tuple[int, int]]) -> float:
+        """Prefill attention time of one layer for all chunks of the iteration."""
+        k = self.kernel
+        total = 0.0
+        any_chunk = False
+        fpq = self._attn_flop_per_qk
+        kvb = self._kv_bytes_per_token_layer
+        qo_bytes = 2.0 * self._q_heads * self.model.head_dim * _ACT_BYTES
+        for n, c in chunks:
+            if n <= 0:
+                continue
+            any_chunk = True
+            flops = fpq * n * (c + 0.5 * (n + 1))
+            byts = (c + n) * kvb + n * qo_bytes
+            tc = flops * self._attn_pf_inv_c
+            tm = byts * self._attn_pf_inv_m
+            total += (tc if tc > tm else tm) + k.attn_prefill_per_token_s * n
+        if not any_chunk:
+            return 0.0
+        return total + k.attn_prefill_floor_s
+
+    def _attn_decode_slope(self, queries: int) -> float:
+        """Decode-attention seconds per context token per layer with ``queries`` queries/sequence."""
+        tc = self._attn_flop_per_qk * queries * self._attn_dec_inv_c
+        tm = self._kv_bytes_per_token_layer * self._attn_dec_inv_m
+        return tc if tc > tm else tm
+
+    def attention_decode_layer_s(self, batch, context_total, queries: int = 1):
+        """Decode-attention time of one layer: ``batch`` sequences with ``context_total`` cached
+        tokens in all and ``queries`` query tokens each (k+1 under speculative verification).
+        Works on floats and numpy arrays."""
+        k = self.kernel
+        return (k.attn_decode_floor_s + k.attn_decode_per_seq_s * batch
+                + self._attn_decode_slope(queries) * context_total)
+
+    def attention_prefill_layer_s(self, chunks: Sequence[tuple[int, int]]) -> float:
+        """Prefill-attention time of one layer for ``(chunk_tokens, context_before)`` chunks."""
+        return self._attn_prefill_layer(chunks)
+
+    # ------------------------------------------------------------------ public API
+    def decode_coeffs(self, decode_batch: int, speculation_depth: int = 0) -> tuple[float, float]:
+        """``(a_s, b_s)`` with pure-decode iteration time ``a_s + b_s * S_total`` exactly.
+
+        ``S_total`` is the sum of the contexts of the ``decode_batch`` sequences. Memoised per
+        ``(decode_batch, speculation_depth)``.
+        """
+        key = (decode_batch, speculation_depth)
+        c = self._coeff_cache.get(key)
+        if c is not None:
+            return c
+        B, kd = int(decode_batch), int(speculation_depth)
+        if B < 0 or kd < 0:
+            raise ValueError(f"decode_batch and speculation_depth must be >= 0, got {B}, {kd}")
+        if kd > 0 and self._draft_model is None:
+            raise ValueError(f"speculation_depth={kd} needs a draft model; {self.model.name} was built "
+                             f"with draft_model=None")
+        if B == 0:
+            c = (0.0, 0.0)
+        else:
+            q = kd + 1
+            ntok = B * q
+            kern = self.kernel
+            f = 1.0 + self._slow * ntok
+            a = (f * (self._token_time(ntok) + self._lm_head_time(ntok)
+                      + self._layers * (kern.attn_decode_floor_s + kern.attn_decode_per_seq_s * B))
+                 + self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok)
+            b = f * self._layers * self._attn_decode_slope(q)
+            if kd > 0:
+                da, db = self._draft_pass_coeffs(B)
+                a += kd * da
+                b += kd * db
+            c = (a, b)
+        self._coeff_cache[key] = c
+        return c
+
+    def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
+        """One draft decode pass at batch B: (a, b) in the draft's total context, including the
+        draft's own launch overhead (per layer and per sequence, no scheduling)."""
+        dm = self._draft_model
+        assert dm is not None
+        a, b = dm.decode_coeffs(B, 0)
+        e = self.engine
+        if self.engine_overhead:
+            f = 1.0 + self._slow * B
+            a = f * a + dm._layers * e.per_layer_s + e.per_seq_s * B
+            b = f * b
+        return a, b
+
+    def iteration_time_s(
+        self,
+        prefill_chunks: Sequence[tuple[int, int]] = (),
+        decode_batch: int = 0,
+        decode_context_tokens: int = 0,
+        speculation_depth: int = 0,
+    ) -> float:
+        """Time of one iteration of a mixed batch.
+
+        ``prefill_chunks``: ``(chunk_tokens, context_before_chunk)`` per prefilling sequence;
+        ``decode_batch``: number of decoding sequences; ``decode_context_tokens``: sum of their
+        contexts; ``speculation_depth``: draft tokens per decoding sequence (0 = off).
+        """
+        if not prefill_chunks:
+            a, b = self.decode_coeffs(decode_batch, speculation_depth)
+            return a + b * decode_context_tokens
+        n_pf = 0
+        for n, _c in prefill_chunks:
+            n_pf += n
+        q = speculation_depth + 1
+        B = decode_batch
+        ntok = n_pf + B * q
+        nseq = len(prefill_chunks) + B
+        kern = self.kernel
+        L = self._layers
+        t = (self._token_time(ntok) + self._lm_head_time(len(prefill_chunks) + B * q)
+             + L * self._attn_prefill_layer(prefill_chunks))
+        if B > 0:
+            t += L * (kern.attn_decode_floor_s + kern.attn_decode_per_seq_s * B
+                      + self._attn_decode_slope(q) * decode_context_tokens)
+        t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+        if B > 0:
+            if speculation_depth > 0:
+                if self._draft_model is None:
+                    raise ValueError("speculation_depth > 0 needs a draft model")
+                da, db = self._draft_pass_coeffs(B)
+                t += speculation_depth * (da + db * decode_context_tokens)
+        return t
+
+    def prefill_time_s(self, prompt_tokens: int) -> float:
+        """One request's whole prefill in one iteration (empty cache), seconds."""
+        if prompt_tokens < 1:
+            raise ValueError(f"prompt_tokens must be >= 1, got {prompt_tokens!r}")
+        return self.iteration_time_s(((int(prompt_tokens), 0),), 0, 0, 0)
+
+    def decode_step_time_s(self, batch_size: int, context_tokens: int) -> float:
+        """One decode iteration of ``batch_size`` sequences each at ``context_tokens``, seconds."""
+        if batch_size < 1 or context_tokens < 0:
+            raise ValueError(f"need batch_size >= 1 and context_tokens >= 0, got {batch_size!r}, "
+                             f"{context_tokens!r}")
+        a, b = self.decode_coeffs(int(batch_size), 0)
+        return a + b * (int(batch_size) * int(context_tokens))
+
+    def speculative_step_time_s(self, batch_size: int, context_tokens: int, depth: int) -> float:
+        """One speculative step (k draft passes + verification) at batch B, each seq at context."""
+        a, b = self.decode_coeffs(int(batch_size), int(depth))
+        return a + b * (int(batch_size) * int(context_tokens))
+
+    def kv_capacity_tokens(self, kv_budget_fraction: float = 1.0) -> int:
+        """KV-cache tokens one replica holds: (GPU memory x utilisation - weights - activation
+        reserve) x fraction / kv_bytes_per_token (per GPU; every GPU holds its heads' share)."""
+        if not 0.0 < kv_budget_fraction <= 1.0:
+            raise ValueError(f"kv_budget_fraction must be in (0, 1], got {kv_budget_fraction!r}")
+        return int(self._kv_free_bytes * kv_budget_fraction // self.kv_bytes_per_token)
+
+    def kv_transfer_time_s(self, tokens: int, link_gbytes_per_s: float | None = None) -> float:
+        """Time to move ``tokens`` tokens of KV cache from a prefill to a decode replica.
+
+        Each of the ``tensor_parallel`` GPUs sends its own shard over its own link in parallel, so
+        the time is ``latency + tokens * kv_bytes_per_token / link``; default link: the GPU preset's
+        inter-node bandwidth per GPU.
+        """
+        if tokens < 0:
+            raise ValueError(f"tokens must be >= 0, got {tokens!r}")
+        link = self.gpu.inter_node_gbytes_per_s if link_gbytes_per_s is None else link_gbytes_per_s
+        if link <= 0:
+            raise ValueError(f"link_gbytes_per_s must be > 0, got {link!r}")
+        if tokens == 0:
+            return 0.0
+        return 2.0e-5 + tokens * self.kv_bytes_per_token / (link * 1e9)
+
+    @property
+    def gpu_count(self) -> int:
+        return self.tensor_parallel
+
+    @property
+    def gpu_hour_usd(self) -> float:
+        """Price of the replica's GPUs for one hour, USD."""
+        per = self.gpu.gpu_hour_usd if self._gpu_hour_override is None else self._gpu_hour_override
+        return float(per) * self.tensor_parallel
+
+    @property
+    def quality_delta(self) -> float:
+        """Quality cost of the quantization tier (perplexity increase vs FP16; 0 for fp16)."""
+        return self.quantization.quality_delta
+
+    @property
+    def draft_model_name(self) -> str | None:
+        return self.draft.name if self.draft else None
+
+    def to_dict(self) -> dict:
+        """Flat config for MLflow / Tune."""
+        return {
+            "model": self.model.name,
+            "gpu": self.gpu.name,
+            "tensor_parallel": self.tensor_parallel,
+            "quantization": self.quantization.name,
+            "draft_model": self.draft_model_name,
+            "engine_overhead": self.engine_overhead,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "calibrated": self.calibrated,
+            "gpu_hour_usd": self.gpu_hour_usd,
+            "quality_delta": self.quality_delta,
+            "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_capacity_tokens": self.kv_capacity_tokens(1.0),
+            "calibration_version": load_calibration().get("version", ""),
+        }
+
+    def __repr__(self) -> str:
+        return (f"ExecutionModel(model={self.model.name!r}, gpu={self.gpu.name!r}, "
+                f"tensor_parallel={self.tensor_parallel}, quantization={self.quantization.name!r})")
