@@ -9,8 +9,17 @@ export OMP_NUM_THREADS ?= 1
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: setup run test bench clean
+.PHONY: setup browser run test bench clean
 setup: $(STAMP)
+
+# Headless Chromium (Debian package) for the web-page test. Installed when we are root (CI, these
+# machines); elsewhere install it yourself (`apt-get install chromium`) or the page test is skipped
+# locally (under CI=true it fails instead).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: chromium not installed (needs root): the /web screenshot test will not run"; fi; }
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 run: setup          ## the main job on embedded defaults
 	$(VENV)/bin/inferencegym demo
 
-test: setup         ## the test suite
+test: setup browser ## the test suite
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 bench: setup

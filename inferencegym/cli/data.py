@@ -1,0 +1,203 @@
+"""``inferencegym data ...``: prepare pools, fit and generate workloads, compare traces, find spikes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+data_app = typer.Typer(help="Workload traces: prepare Parquet pools, fit, generate, compare, spikes.",
+                       no_args_is_help=True)
+
+
+def _fail(exc: Exception) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+    raise typer.Exit(2)
+
+
+def _load(path: Path, fmt: str, keep_failed: bool = False):
+    from inferencegym.workload import load_any
+
+    return load_any(path, fmt, keep_failed=keep_failed)
+
+
+@data_app.command("prepare")
+def prepare_cmd(
+    input: Path = typer.Option(..., "--input", "-i", help="CSV trace to convert."),
+    output: Path = typer.Option(..., "--output", "-o", help="Parquet pool to write."),
+    format: str = typer.Option("auto", "--format", "-f",
+                               help="burstgpt | azure | replay | auto (from the header)."),
+    keep_failed: bool = typer.Option(False, "--keep-failed",
+                                     help="Keep failed rows (0 output tokens) as failures."),
+    sort: bool = typer.Option(False, "--sort", help="Sort rows by time (loads the whole file; not streamed)."),
+) -> None:
+    """Stream a CSV trace into a typed Parquet pool (statistics in the file metadata)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from inferencegym.workload.pool import prepare
+
+    try:
+        with Progress(TextColumn("[bold]prepare[/bold] {task.description}"), BarColumn(), DownloadColumn(),
+                      TimeRemainingColumn(), transient=True) as progress:
+            task = progress.add_task(input.name, total=None)
+
+            def on_progress(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            meta = prepare(input, output, format, keep_failed=keep_failed, sort=sort,
+                           on_progress=on_progress)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    s, src = meta["stats"], meta["source"]
+    typer.echo(f"wrote {output}: {src['rows_written']} requests ({src['failed_dropped']} failed rows dropped), "
+               f"span {s['span_s']:.1f} s, {s['rate_mean_per_s']:.4g} req/s, IAT CV {s['iat_cv']:.3g}")
+
+
+@data_app.command("fit")
+def fit_cmd(
+    input: Path = typer.Option(..., "--input", "-i", help="Trace CSV or Parquet pool."),
+    output: Path = typer.Option(..., "--output", "-o", help="Fit JSON to write."),
+    format: str = typer.Option("auto", "--format", "-f", help="burstgpt | azure | replay | auto."),
+    bin_s: float = typer.Option(10.0, "--bin-s", help="Bin width of the fitted rate chain (s)."),
+) -> None:
+    """Fit the default generator (Markov-modulated bins + Gaussian-copula lengths) to a trace."""
+    from inferencegym.workload.fit import fit_workload
+
+    try:
+        w = _load(input, format)
+        fit = fit_workload(w, bin_s=bin_s, source=input.name)
+        fit.save(output)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    a = fit.alternatives["arrival"]
+    typer.echo(f"wrote {output}: {len(w)} requests, {fit.arrival['rate_per_s']:.4g} req/s, "
+               f"{len(fit.arrival['class_quantiles'])} rate classes; best renewal law by KS: "
+               f"{a['best_by_ks']} (KS {a[a['best_by_ks']]['ks']:.3f})")
+
+
+@data_app.command("generate")
+def generate_cmd(
+    fit: str = typer.Option("azure_conv", "--fit", help="Fit JSON, or a shipped fit: azure_conv | azure_code."),
+    duration_s: float = typer.Option(3600.0, "--duration-s", help="Length of the generated trace (s)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the numpy Generator."),
+    output: Path = typer.Option(..., "--output", "-o", help=".parquet (pool) or .csv (replay format)."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="Rescale the mean rate to this (req/s)."),
+    jitter_s: float = typer.Option(0.0, "--jitter-s", help="Gaussian jitter sigma on arrivals (s)."),
+    mega_tokens: int = typer.Option(0, "--mega-prompt-tokens", help="Inject mega-prompts of this many tokens."),
+    mega_every_s: float = typer.Option(60.0, "--mega-every-s", help="Mega-prompt interval (s)."),
+    mega_mode: str = typer.Option("periodic", "--mega-mode", help="periodic | random."),
+    tenants: Optional[Path] = typer.Option(
+        None, "--tenants", help="YAML/JSON tenant mix ({tenants: [{name, fit, rate_scale, priority, "
+                                "slo_ttft_s}, ...]}); replaces --fit."),
+) -> None:
+    """Draw a workload from a fit. The same fit, options and seed give a byte-identical file."""
+    import numpy as np
+
+    from inferencegym.workload.adversarial import inject_mega_prompts, jitter
+    from inferencegym.workload.fit import DEFAULT_FITS, WorkloadFit, default_fit, generate
+    from inferencegym.workload.pool import write_pool
+
+    try:
+        rng = np.random.default_rng(seed)
+        if tenants is not None:
+            from inferencegym.workload.tenants import TenantMix
+
+            if rate is not None:
+                raise ValueError("--rate does not apply to --tenants; set rate_scale per tenant in the file")
+            mix = TenantMix.load(tenants)
+            w = mix.generate(duration_s, rng)
+            fit_source = mix.to_dict()
+        else:
+            f = default_fit(fit) if fit in DEFAULT_FITS else WorkloadFit.load(fit)
+            if rate is not None:
+                f = f.with_rate(rate)
+            w = generate(f, duration_s, rng)
+            fit_source = f.source
+        if jitter_s > 0:
+            w = jitter(w, jitter_s, rng)
+        if mega_tokens > 0:
+            w = inject_mega_prompts(w, prompt_tokens=mega_tokens, every_s=mega_every_s, rng=rng,
+                                    mode=mega_mode, duration_s=duration_s)
+        source = {"generator": "inferencegym.workload.generate",
+                  "fit": fit if tenants is None else str(tenants), "fit_source": fit_source,
+                  "seed": seed, "duration_s": duration_s, "rate": rate, "jitter_s": jitter_s,
+                  "mega_prompt_tokens": mega_tokens, "mega_every_s": mega_every_s, "mega_mode": mega_mode}
+        if output.suffix.lower() == ".csv":
+            from inferencegym.workload.io import write_replay_csv
+            write_replay_csv(w, output)
+        else:
+            write_pool(w, output, source=source)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    typer.echo(f"wrote {output}: {len(w)} requests over {duration_s:g} s "
+               f"({len(w) / duration_s if duration_s else 0:.4g} req/s)")
+
+
+@data_app.command("compare")
+def compare_cmd(
+    a: Path = typer.Argument(..., help="First trace (CSV) or pool (Parquet)."),
+    b: Path = typer.Argument(..., help="Second trace (CSV) or pool (Parquet)."),
+    format_a: str = typer.Option("auto", "--format-a", help="Format of A if CSV."),
+    format_b: str = typer.Option("auto", "--format-b", help="Format of B if CSV."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Rate, burstiness, length percentiles, correlation and KS tests of two traces side by side."""
+    from inferencegym.workload.stats import compare, format_compare
+
+    try:
+        r = compare(_load(a, format_a), _load(b, format_b))
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(r, indent=1, default=float))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="trace comparison")
+    for col in ("metric", f"A: {a.name}", f"B: {b.name}", "B vs A"):
+        t.add_column(col)
+    for row in format_compare(r):
+        t.add_row(*row)
+    Console().print(t)
+
+
+@data_app.command("spikes")
+def spikes_cmd(
+    input: Path = typer.Argument(..., help="Trace (CSV) or pool (Parquet)."),
+    format: str = typer.Option("auto", "--format", "-f", help="Format if CSV."),
+    bin_s: float = typer.Option(10.0, "--bin-s", help="Bin width (s)."),
+    threshold: float = typer.Option(2.0, "--threshold", help="A bin spikes above threshold x mean count."),
+    local_window_s: Optional[float] = typer.Option(
+        None, "--local-window-s",
+        help="Compare with a centred rolling mean of this width instead of the global mean."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Spike windows of a trace: start, end, peak rate, requests."""
+    from inferencegym.workload.stats import detect_spikes
+
+    try:
+        spikes = detect_spikes(_load(input, format), bin_s=bin_s, threshold=threshold,
+                               local_window_s=local_window_s)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([s.to_dict() for s in spikes], indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(spikes)} spike windows (> {threshold:g} x mean per {bin_s:g} s)")
+    for col in ("start_s", "end_s", "peak req/s", "requests"):
+        t.add_column(col, justify="right")
+    for s in spikes:
+        t.add_row(f"{s.start_s:.1f}", f"{s.end_s:.1f}", f"{s.peak_rate_per_s:.2f}", str(s.requests))
+    Console().print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")

@@ -1,0 +1,25 @@
+"""Workloads: trace loaders, Parquet pools, fitted generators, jitter, mega-prompts, tenants,
+statistics and spike detection.
+
+    from inferencegym.workload import Workload, load_trace, default_fit, generate
+    w = load_trace("AzureLLMInferenceTrace_conv.csv", format="azure")
+    reqs = w.window(0, 600).scale_time(0.5).to_requests()
+    g = generate(default_fit("azure_code"), 3600.0, numpy.random.default_rng(0))
+
+See docs/workloads.md. Heavy libraries (pyarrow, scipy) are imported inside the functions that
+need them.
+"""
+
+from .adversarial import inject_mega_prompts, jitter, mega_prompt_mask
+from .fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate, length_sampler
+from .loaders import FORMATS, TraceFormatError, detect_format, load_any, load_trace
+from .pool import pool_metadata, prepare, read_pool, write_pool
+from .stats import Spike, compare, detect_spikes, trace_stats
+from .tenants import Tenant, TenantMix
+from .trace import Workload
+
+__all__ = ["Workload", "load_trace", "load_any", "detect_format", "TraceFormatError", "FORMATS",
+           "prepare", "read_pool", "write_pool", "pool_metadata",
+           "WorkloadFit", "fit_workload", "generate", "default_fit", "length_sampler", "DEFAULT_FITS",
+           "trace_stats", "compare", "detect_spikes", "Spike",
+           "jitter", "inject_mega_prompts", "mega_prompt_mask", "Tenant", "TenantMix"]
