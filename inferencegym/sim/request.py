@@ -56,6 +56,20 @@ class Request:
     rejected_reason: str | None = None
     """Why it was rejected (never served), or None."""
 
+    # --- simulator bookkeeping (internal to inferencegym.sim) -----------------------------------
+    prefill_target: int = 0
+    """Tokens the current (re)prefill must process: the prompt, or prompt + generated after a recompute."""
+    kv_tokens: int = 0
+    """Tokens whose KV is in the cache of the current replica."""
+    kv_blocks: int = 0
+    """KV blocks held on the current replica."""
+    handoff: bool = False
+    """Disaggregation: after its prefill the KV moves to a decode instance."""
+    prefill_replica_id: int = -1
+    """Disaggregation: the prefill instance that ran its prompt (-1 when colocated)."""
+    kv_transfer_s: float = 0.0
+    """Disaggregation: time spent moving its KV cache between instances."""
+
     @property
     def ttft_s(self) -> float:
         return self.first_token_s - self.arrival_s

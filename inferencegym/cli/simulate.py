@@ -1,0 +1,279 @@
+"""``inferencegym simulate``: run one cluster scenario and print a summary (or one JSON object).
+
+Flags are stable (scripts outside the project rely on them and on the JSON keys). A YAML file given
+with ``--config`` may set any flag (underscored names); flags given on the command line win.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+DEFAULTS: dict[str, Any] = {
+    "model": "llama-2-7b", "gpu": "a100-80gb", "tensor_parallel": 1, "replicas": 1,
+    "router": "round_robin", "scheduler": "vllm", "batch_cap": 128, "chunk_size": 512,
+    "kv_budget_fraction": 1.0, "rate": 2.0, "duration_s": None, "prompt_tokens": 512,
+    "output_tokens": 128, "trace": None, "trace_format": "auto", "seed": 0,
+    "speculation_depth": 0, "spec_acceptance": 0.7, "quantization": "fp16", "disaggregate": False,
+    "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
+    "results_parquet": None,
+}
+POISSON_DEFAULT_DURATION_S = 300.0
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def load_tenants(path: str | Path):
+    """Tenant classes from YAML: a list (or ``{tenants: [...]}``) of mappings with TenantSpec fields
+    (name, priority, ttft_slo_s, tbt_slo_s, spec_acceptance) plus an optional ``share`` (fraction of
+    generated requests; default equal shares). Returns (tuple of TenantSpec, list of shares)."""
+    import yaml
+
+    from inferencegym.sim import TenantSpec
+
+    p = Path(path)
+    if not p.is_file():
+        raise typer.BadParameter(f"tenants file not found: {p}")
+    data = yaml.safe_load(p.read_text())
+    if isinstance(data, dict) and "tenants" in data:
+        data = data["tenants"]
+    if not isinstance(data, list) or not data or not all(isinstance(d, dict) for d in data):
+        raise typer.BadParameter(f"{p}: expected a non-empty list of tenant mappings "
+                                 f"(name, priority, ttft_slo_s, tbt_slo_s, spec_acceptance, share)")
+    specs, shares = [], []
+    fields = set(TenantSpec.__dataclass_fields__)
+    for i, d in enumerate(data):
+        d = dict(d)
+        share = float(d.pop("share", 1.0))
+        unknown = set(d) - fields
+        if unknown:
+            raise typer.BadParameter(f"{p}: tenant {i} has unknown keys {sorted(unknown)}; "
+                                     f"valid: {sorted(fields | {'share'})}")
+        try:
+            specs.append(TenantSpec(**d))
+        except (TypeError, ValueError) as e:
+            raise typer.BadParameter(f"{p}: tenant {i}: {e}") from None
+        if share < 0:
+            raise typer.BadParameter(f"{p}: tenant {i}: share must be >= 0, got {share}")
+        shares.append(share)
+    if sum(shares) <= 0:
+        raise typer.BadParameter(f"{p}: tenant shares sum to 0")
+    return tuple(specs), shares
+
+
+def build_requests(o: dict, tenants, shares):
+    """Requests from a trace (``--trace``) or Poisson arrivals with fixed lengths (seeded)."""
+    import numpy as np
+
+    from inferencegym.sim import Request
+
+    rng = np.random.default_rng(o["seed"])
+    if o["trace"]:
+        from inferencegym.workload import load_trace
+
+        wl = load_trace(o["trace"], format=o["trace_format"])
+        if o["duration_s"] is not None:
+            wl = wl.window(0.0, float(o["duration_s"]))
+        reqs = wl.to_requests()
+        nt = len(tenants)
+        for r in reqs:
+            if r.tenant >= nt:
+                raise typer.BadParameter(f"trace request {r.req_id} has tenant {r.tenant} but only {nt} "
+                                         f"tenant(s) are defined (use --tenants)")
+            if tenants[r.tenant].priority and not r.priority:
+                r.priority = 1
+        return reqs
+    rate, dur = float(o["rate"]), float(o["duration_s"] or POISSON_DEFAULT_DURATION_S)
+    if rate <= 0 or dur <= 0:
+        raise typer.BadParameter(f"--rate and --duration-s must be > 0, got {rate}, {dur}")
+    if o["prompt_tokens"] < 1 or o["output_tokens"] < 1:
+        raise typer.BadParameter("--prompt-tokens and --output-tokens must be >= 1")
+    gaps = rng.exponential(1.0 / rate, size=int(rate * dur * 1.5) + 20)
+    t = np.cumsum(gaps)
+    while t[-1] < dur:  # rare: extend
+        t = np.concatenate([t, t[-1] + np.cumsum(rng.exponential(1.0 / rate, size=len(t)))])
+    t = t[t < dur]
+    p = np.asarray(shares, float) / sum(shares)
+    ten = rng.choice(len(tenants), size=len(t), p=p) if len(tenants) > 1 else np.zeros(len(t), int)
+    return [Request(req_id=i, arrival_s=float(t[i]), prompt_tokens=int(o["prompt_tokens"]),
+                    output_tokens=int(o["output_tokens"]), tenant=int(ten[i]),
+                    priority=int(tenants[int(ten[i])].priority)) for i in range(len(t))]
+
+
+def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
+    """Run the scenario described by the resolved options; returns (summary dict, cluster)."""
+    import numpy as np
+
+    from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
+
+    if o["tenants"]:
+        tenants, shares = load_tenants(o["tenants"])
+    else:
+        tenants, shares = (TenantSpec(),), [1.0]
+    try:
+        rc = ReplicaConfig(model=o["model"], gpu=o["gpu"], tensor_parallel=int(o["tensor_parallel"]),
+                           quantization=o["quantization"], scheduler=o["scheduler"],
+                           batch_cap=int(o["batch_cap"]), chunk_size=int(o["chunk_size"]),
+                           kv_budget_fraction=float(o["kv_budget_fraction"]),
+                           speculation_depth=int(o["speculation_depth"]),
+                           spec_acceptance=float(o["spec_acceptance"]))
+        cc = ClusterConfig(replica=rc, num_replicas=int(o["replicas"]), router=o["router"], tenants=tenants,
+                           priority_routing=bool(o["priority_routing"]), disaggregate=bool(o["disaggregate"]),
+                           prefill_replicas=int(o["prefill_replicas"]), gpu_hour_usd=o["gpu_hour_usd"])
+        if cc.router == "external":
+            raise ValueError("router 'external' needs an agent; use it through inferencegym.envs")
+        reqs = build_requests(o, tenants, shares)
+        cluster = Cluster(cc, rng=np.random.default_rng(o["seed"]))
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    t0 = time.perf_counter()
+    cluster.submit(reqs)
+    horizon = max((r.arrival_s for r in reqs), default=0.0)
+    if progress and reqs:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[info]}"),
+                      TimeElapsedColumn(), transient=True) as bar:
+            task = bar.add_task("sim", total=len(reqs), info="")
+            steps = 100
+            for i in range(1, steps + 1):
+                cluster.run_until(horizon * i / steps)
+                bar.update(task, completed=cluster.n_completed + cluster.n_rejected,
+                           info=f"t={cluster.now_s:.0f}s")
+            cluster.drain()
+            bar.update(task, completed=len(reqs))
+    else:
+        cluster.drain()
+    wall = time.perf_counter() - t0
+    ws = cluster.run_stats()
+    res = cluster.results()
+    summary = {
+        "requests_total": len(reqs),
+        "requests_completed": int((~res["rejected"]).sum()) if len(reqs) else 0,
+        "requests_rejected": int(res["rejected"].sum()) if len(reqs) else 0,
+        "preemptions": int(res["preemptions"].sum()) if len(reqs) else 0,
+        "throughput_tok_s": ws.throughput_tok_s,
+        "throughput_req_s": ws.throughput_req_s,
+        "goodput_req_s": ws.goodput_req_s,
+        "slo_attainment": ws.slo_attainment,
+        "ttft_s": ws.ttft_s, "tbt_s": ws.tbt_s, "tpot_s": ws.tpot_s, "e2e_s": ws.e2e_s,
+        "queueing_delay_s": ws.queueing_delay_s,
+        "kv_occupancy_mean": ws.kv_occupancy_mean,
+        "kv_occupancy_max": ws.kv_occupancy_max,
+        "quality_delta": ws.quality_delta,
+        "cost_usd": ws.cost_usd,
+        "cost_per_1k_tokens": ws.cost_per_1k_tokens,
+        "spec_acceptance_rate": ws.spec_acceptance_rate,
+        "tenants": {n: {"ttft_s": t.ttft_s, "tbt_s": t.tbt_s, "tpot_s": t.tpot_s, "e2e_s": t.e2e_s,
+                        "completions": t.completions,
+                        "slo_attainment": t.slo_attainment} for n, t in ws.tenants.items()},
+        "sim_s": cluster.now_s,
+        "gpus": sum(r.model.gpu_count for r in cluster.replicas),
+        "wall_s": wall,
+        "config": cc.to_dict(),
+    }
+    if o["results_parquet"]:
+        cluster.write_parquet(o["results_parquet"])
+    return summary, cluster
+
+
+def _print_table(s: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def f(x, unit=""):
+        return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else (
+            f"{x:.4g}{unit}" if isinstance(x, float) else f"{x}{unit}")
+
+    t = Table(title="inferencegym simulate", show_header=True)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for k in ("requests_total", "requests_completed", "requests_rejected", "preemptions"):
+        t.add_row(k, f(s[k]))
+    for k in ("ttft_s", "tbt_s", "tpot_s", "e2e_s", "queueing_delay_s"):
+        d = s[k]
+        t.add_row(k + " p50/p90/p99", " / ".join(f(d[q]) for q in ("p50", "p90", "p99")))
+    for k in ("throughput_tok_s", "throughput_req_s", "goodput_req_s", "slo_attainment", "kv_occupancy_mean",
+              "kv_occupancy_max", "cost_per_1k_tokens", "quality_delta", "spec_acceptance_rate", "sim_s",
+              "gpus", "wall_s"):
+        t.add_row(k, f(s[k]))
+    if len(s["tenants"]) > 1:
+        for n, d in s["tenants"].items():
+            t.add_row(f"[{n}] ttft p99 / tbt p99 / SLO",
+                      f"{f(d['ttft_s']['p99'])} / {f(d['tbt_s']['p99'])} / {f(d['slo_attainment'])}")
+    Console().print(t)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def simulate(
+        model: Optional[str] = typer.Option(None, help="model preset [llama-2-7b]"),
+        gpu: Optional[str] = typer.Option(None, help="GPU preset [a100-80gb]"),
+        tensor_parallel: Optional[int] = typer.Option(None, help="GPUs per replica [1]"),
+        replicas: Optional[int] = typer.Option(None, help="number of replicas [1]"),
+        router: Optional[str] = typer.Option(None, help="round_robin|random|least_outstanding_requests|"
+                                                         "least_kv_load|power_of_two_choices|clairvoyant"),
+        scheduler: Optional[str] = typer.Option(None, help="vllm|sarathi|static [vllm]"),
+        batch_cap: Optional[int] = typer.Option(None, help="max running sequences [128]"),
+        chunk_size: Optional[int] = typer.Option(None, help="sarathi tokens per iteration [512]"),
+        kv_budget_fraction: Optional[float] = typer.Option(None, help="fraction of free memory for KV [1.0]"),
+        rate: Optional[float] = typer.Option(None, help="Poisson arrivals per second [2.0]"),
+        duration_s: Optional[float] = typer.Option(None, help="arrival horizon, s [300; whole trace]"),
+        prompt_tokens: Optional[int] = typer.Option(None, help="prompt length of generated requests [512]"),
+        output_tokens: Optional[int] = typer.Option(None, help="output length of generated requests [128]"),
+        trace: Optional[Path] = typer.Option(None, help="replay a trace CSV instead of Poisson arrivals"),
+        trace_format: Optional[str] = typer.Option(None, help="replay|azure|burstgpt|auto [auto]"),
+        seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
+        speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
+        spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
+        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4 [fp16]"),
+        disaggregate: Optional[bool] = typer.Option(None, "--disaggregate/--colocate",
+                                                    help="split prefill and decode instances"),
+        prefill_replicas: Optional[int] = typer.Option(None, help="prefill instances when disaggregated [1]"),
+        priority_routing: Optional[bool] = typer.Option(None, "--priority-routing/--no-priority-routing",
+                                                        help="priority tenants jump queues, may preempt"),
+        tenants: Optional[Path] = typer.Option(None, help="tenants YAML (name, priority, SLOs, share)"),
+        gpu_hour_usd: Optional[float] = typer.Option(None, help="override the preset GPU-hour price"),
+        config: Optional[Path] = typer.Option(None, help="YAML with any of these options (underscored)"),
+        results_parquet: Optional[Path] = typer.Option(None, help="write per-request results here"),
+        json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
+    ) -> None:
+        """Simulate a serving cluster on a trace or Poisson arrivals and summarise latency, throughput, cost."""
+        given = {k: v for k, v in locals().items() if k in DEFAULTS and v is not None}
+        opts = dict(DEFAULTS)
+        if config is not None:
+            import yaml
+
+            if not config.is_file():
+                raise typer.BadParameter(f"config file not found: {config}")
+            data = yaml.safe_load(config.read_text()) or {}
+            if not isinstance(data, dict):
+                raise typer.BadParameter(f"{config}: expected a mapping of option names to values")
+            data = {k.replace("-", "_"): v for k, v in data.items()}
+            unknown = set(data) - set(DEFAULTS)
+            if unknown:
+                raise typer.BadParameter(f"{config}: unknown option(s) {sorted(unknown)}; "
+                                         f"valid: {', '.join(sorted(DEFAULTS))}")
+            opts.update(data)
+        opts.update(given)
+        summary, _ = run_scenario(opts, progress=not json_out)
+        if json_out:
+            typer.echo(json.dumps(_clean(summary)))
+        else:
+            _print_table(summary)

@@ -1,0 +1,129 @@
+"""Batching policies of a replica: which requests run in the next iteration.
+
+Each policy is a one-method class: ``plan(replica) -> (prefill_chunks, with_decodes)`` where
+``prefill_chunks`` is a list of ``(request, tokens)`` to prefill in this iteration and
+``with_decodes`` says whether the running decoding sequences take a step in it. The policy uses the
+replica's admission helpers (``head``, ``try_admit``, ``reserve_decode``) so KV accounting,
+watermark, preemption and priority live in one place (``replica.py``).
+
+* ``vllm``    prefill-first (vLLM v0): whole prompts up to a token budget; an iteration with
+              prefills runs no decodes (the "generation stall" of a long prompt).
+* ``sarathi`` chunked prefill (Sarathi-Serve): every iteration carries all decodes plus prompt
+              chunks up to ``chunk_size`` tokens in all (stall-free batching).
+* ``static``  request-level batching (FasterTransformer, pre-Orca): a batch is admitted only when
+              the replica is empty, prefilled together, and runs until its last request finishes;
+              KV is reserved for the full length at admission, so it never preempts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .replica import Replica
+    from .request import Request
+
+Plan = tuple[list[tuple["Request", int]], bool]
+
+
+class VLLMScheduler:
+    """Prefill-first iteration-level batching (Orca/vLLM)."""
+
+    name = "vllm"
+
+    def plan(self, rep: "Replica") -> Plan:
+        chunks: list = []
+        budget = rep.cfg.max_tokens_per_iter
+        if rep.partials_possible:
+            for r in rep.running:  # prompts left half-done by a switch from chunked prefill
+                rem = r.prefill_target - r.prefilled_tokens
+                if rem > 0:
+                    chunks.append((r, rem))
+                    budget -= rem
+        while True:
+            r = rep.head()
+            if r is None:
+                break
+            need = r.prefill_target - r.prefilled_tokens
+            if chunks and need > budget:
+                break
+            if not rep.try_admit(r, False):
+                break
+            if need > 0:
+                chunks.append((r, need))
+                budget -= need
+        if chunks:
+            return chunks, False
+        rep.reserve_decode()
+        return chunks, True
+
+
+class SarathiScheduler:
+    """Chunked prefill with decodes piggybacked, ``chunk_size`` tokens per iteration (Sarathi-Serve)."""
+
+    name = "sarathi"
+
+    def plan(self, rep: "Replica") -> Plan:
+        rep.reserve_decode()
+        n_dec = 0
+        for r in rep.running:
+            if r.prefilled_tokens >= r.prefill_target:
+                n_dec += 1
+        budget = rep.cfg.chunk_size - n_dec
+        chunks: list = []
+        for r in rep.running:
+            if budget <= 0:
+                break
+            rem = r.prefill_target - r.prefilled_tokens
+            if rem > 0:
+                c = rem if rem < budget else budget
+                chunks.append((r, c))
+                budget -= c
+        while budget > 0:
+            r = rep.head()
+            if r is None or not rep.try_admit(r, False):
+                break
+            rem = r.prefill_target - r.prefilled_tokens
+            if rem > 0:
+                c = rem if rem < budget else budget
+                chunks.append((r, c))
+                budget -= c
+        return chunks, True
+
+
+class StaticScheduler:
+    """Request-level batching: a new batch only when the replica is empty (FasterTransformer)."""
+
+    name = "static"
+
+    def plan(self, rep: "Replica") -> Plan:
+        if rep.running:
+            partial = [(r, r.prefill_target - r.prefilled_tokens) for r in rep.running
+                       if r.prefilled_tokens < r.prefill_target]  # after a switch from another policy
+            if partial:
+                return partial, False
+            rep.reserve_decode()
+            return [], True
+        chunks: list = []
+        while True:
+            r = rep.head()
+            if r is None or not rep.try_admit(r, True):
+                break
+            need = r.prefill_target - r.prefilled_tokens
+            if need > 0:
+                chunks.append((r, need))
+        return chunks, not chunks
+
+
+SCHEDULERS: dict[str, type] = {
+    "vllm": VLLMScheduler,
+    "sarathi": SarathiScheduler,
+    "static": StaticScheduler,
+}
+
+
+def make_scheduler(name: str):
+    try:
+        return SCHEDULERS[name]()
+    except KeyError:
+        raise ValueError(f"unknown scheduler {name!r}; valid: {', '.join(sorted(SCHEDULERS))}") from None

@@ -1,0 +1,157 @@
+"""Configuration dataclasses of the simulator: replicas, tenants and the cluster.
+
+Frozen, keyword-only, a docstring per field, units in the names; ``to_dict()`` feeds MLflow/Tune.
+Validation happens in ``__post_init__`` so a bad config fails at construction with a clear message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+QUANTIZATION_TIERS = ("fp16", "int8", "int4")
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TenantSpec:
+    """One tenant class: its priority, its SLOs and its speculative-decoding acceptance rate."""
+
+    name: str = "default"
+    """Tenant name, used as the key of per-tenant metrics."""
+    priority: int = 0
+    """0 = best effort, 1 = priority (jumps the queue when priority routing is on)."""
+    ttft_slo_s: float = 2.0
+    """Time-to-first-token target in seconds."""
+    tbt_slo_s: float = 0.2
+    """Time-between-tokens target in seconds (checked against the request's mean TBT, i.e. TPOT)."""
+    spec_acceptance: float | None = None
+    """Per-token acceptance rate alpha of draft tokens for this tenant's requests (None: the replica's)."""
+
+    def __post_init__(self) -> None:
+        _check(self.priority in (0, 1), f"TenantSpec.priority must be 0 or 1, got {self.priority!r}")
+        _check(self.ttft_slo_s > 0 and self.tbt_slo_s > 0,
+               f"TenantSpec SLOs must be > 0 s, got ttft_slo_s={self.ttft_slo_s}, tbt_slo_s={self.tbt_slo_s}")
+        if self.spec_acceptance is not None:
+            _check(0.0 <= self.spec_acceptance <= 1.0,
+                   f"TenantSpec.spec_acceptance must be in [0, 1], got {self.spec_acceptance}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicaConfig:
+    """One model replica (a group of ``tensor_parallel`` GPUs running one engine instance)."""
+
+    model: str = "llama-2-7b"
+    """Model preset name (see ``inferencegym.sim.presets``)."""
+    gpu: str = "a100-80gb"
+    """GPU preset name."""
+    tensor_parallel: int = 1
+    """GPUs per replica (tensor parallel degree)."""
+    quantization: str = "fp16"
+    """Weight tier: fp16, int8 (W8A8) or int4 (weight-only)."""
+    scheduler: str = "vllm"
+    """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level)."""
+    batch_cap: int = 128
+    """Maximum number of running sequences (vLLM ``max_num_seqs``)."""
+    chunk_size: int = 512
+    """Sarathi token budget per iteration (decodes count one token each)."""
+    max_tokens_per_iter: int = 4096
+    """vLLM token budget per prefill iteration (a longer single prompt is admitted alone)."""
+    kv_budget_fraction: float = 1.0
+    """Fraction of the KV memory left after weights and activations that the cache may use."""
+    block_size: int = 16
+    """PagedAttention block size in tokens."""
+    watermark_fraction: float = 0.01
+    """Admission keeps at least this fraction of blocks free (vLLM's watermark)."""
+    speculation_depth: int = 0
+    """Draft tokens proposed per decode step (0 = off, up to 8)."""
+    spec_acceptance: float = 0.7
+    """Default per-token acceptance rate alpha (a tenant may override it)."""
+    host_to_gpu_gb_s: float = 25.0
+    """Host-to-GPU bandwidth per GPU used for weight reloads on a quantization switch (PCIe 4.0 x16)."""
+
+    def __post_init__(self) -> None:
+        _check(self.tensor_parallel in (1, 2, 4, 8),
+               f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
+        _check(self.quantization in QUANTIZATION_TIERS,
+               f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
+        from .batching import SCHEDULERS  # local import: batching imports nothing from here
+
+        _check(self.scheduler in SCHEDULERS,
+               f"unknown scheduler {self.scheduler!r}; valid: {', '.join(sorted(SCHEDULERS))}")
+        _check(self.batch_cap >= 1, f"batch_cap must be >= 1, got {self.batch_cap}")
+        _check(self.chunk_size >= 16, f"chunk_size must be >= 16 tokens, got {self.chunk_size}")
+        _check(self.max_tokens_per_iter >= 1, f"max_tokens_per_iter must be >= 1, got {self.max_tokens_per_iter}")
+        _check(0.0 < self.kv_budget_fraction <= 1.0,
+               f"kv_budget_fraction must be in (0, 1], got {self.kv_budget_fraction}")
+        _check(self.block_size >= 1, f"block_size must be >= 1, got {self.block_size}")
+        _check(0.0 <= self.watermark_fraction < 0.5,
+               f"watermark_fraction must be in [0, 0.5), got {self.watermark_fraction}")
+        _check(0 <= self.speculation_depth <= 8,
+               f"speculation_depth must be in 0..8, got {self.speculation_depth}")
+        _check(0.0 <= self.spec_acceptance <= 1.0,
+               f"spec_acceptance must be in [0, 1], got {self.spec_acceptance}")
+        _check(self.host_to_gpu_gb_s > 0, f"host_to_gpu_gb_s must be > 0, got {self.host_to_gpu_gb_s}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """A group of identical replicas behind one router."""
+
+    replica: ReplicaConfig = field(default_factory=ReplicaConfig)
+    """Configuration of every replica at start (``Cluster.apply_replica_config`` changes it later)."""
+    num_replicas: int = 1
+    """Number of replicas."""
+    router: str = "round_robin"
+    """Global routing policy (see ``inferencegym.sim.router.ROUTERS``); ``external`` for an agent."""
+    tenants: tuple[TenantSpec, ...] = (TenantSpec(),)
+    """Tenant classes; ``Request.tenant`` indexes this tuple."""
+    priority_routing: bool = False
+    """Priority requests jump queues and may preempt best-effort ones."""
+    disaggregate: bool = False
+    """Split the replicas into prefill and decode instances (Splitwise/DistServe)."""
+    prefill_replicas: int = 1
+    """Number of prefill instances when disaggregated (the rest decode)."""
+    gpu_hour_usd: float | None = None
+    """Price of one GPU-hour; None uses the GPU preset's price."""
+    recent_window: int = 32
+    """Number of recent TTFT / iteration samples per replica behind ``replica_features()``."""
+    replica_configs: tuple[ReplicaConfig, ...] = ()
+    """Heterogeneous clusters (e.g. mixed A100/H100): one ``ReplicaConfig`` per replica, overriding
+    ``replica``; empty (the default) = every replica uses ``replica``. Added for the cluster env."""
+
+    def __post_init__(self) -> None:
+        _check(self.num_replicas >= 1, f"num_replicas must be >= 1, got {self.num_replicas}")
+        object.__setattr__(self, "replica_configs", tuple(self.replica_configs))
+        _check(not self.replica_configs or len(self.replica_configs) == self.num_replicas,
+               f"replica_configs has {len(self.replica_configs)} entries for num_replicas="
+               f"{self.num_replicas}; give one ReplicaConfig per replica or none")
+        from .router import ROUTERS
+
+        _check(self.router in ROUTERS, f"unknown router {self.router!r}; valid: {', '.join(sorted(ROUTERS))}")
+        _check(len(self.tenants) >= 1, "ClusterConfig.tenants needs at least one TenantSpec")
+        object.__setattr__(self, "tenants", tuple(self.tenants))
+        if self.disaggregate:
+            _check(self.num_replicas >= 2, "disaggregation needs num_replicas >= 2 (>= 1 prefill and >= 1 decode)")
+            _check(1 <= self.prefill_replicas < self.num_replicas,
+                   f"prefill_replicas must be in 1..num_replicas-1 = {self.num_replicas - 1}, "
+                   f"got {self.prefill_replicas}")
+        if self.gpu_hour_usd is not None:
+            _check(self.gpu_hour_usd >= 0, f"gpu_hour_usd must be >= 0, got {self.gpu_hour_usd}")
+        _check(self.recent_window >= 1, f"recent_window must be >= 1, got {self.recent_window}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["tenants"] = [t.to_dict() for t in self.tenants]
+        return d

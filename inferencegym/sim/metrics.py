@@ -1,0 +1,282 @@
+"""Metrics: weighted time-between-token samples, window aggregates (``WindowStats``) and helpers.
+
+TBT is recorded without per-token objects: a run of ``n`` back-to-back decode iterations whose
+durations form the arithmetic sequence ``d0, d0 + step, ...`` with ``w`` sequences each is one
+record ``(d0, step, n, w)``. Percentiles over all records are exact (inverted-CDF definition, the
+smallest duration whose cumulative weight reaches q) and are found by bisection on the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+NAN = math.nan
+
+
+class TBTRecorder:
+    """Weighted arithmetic-sequence samples of time between tokens."""
+
+    __slots__ = ("d0", "step", "n", "w")
+
+    def __init__(self) -> None:
+        self.d0: list[float] = []
+        self.step: list[float] = []
+        self.n: list[int] = []
+        self.w: list[float] = []
+
+    def add(self, d0: float, step: float, n: int, w: float) -> None:
+        if n > 0 and w > 0:
+            self.d0.append(d0)
+            self.step.append(step)
+            self.n.append(n)
+            self.w.append(w)
+
+    def clear(self) -> None:
+        self.d0.clear()
+        self.step.clear()
+        self.n.clear()
+        self.w.clear()
+
+    def extend(self, other: "TBTRecorder") -> None:
+        self.d0.extend(other.d0)
+        self.step.extend(other.step)
+        self.n.extend(other.n)
+        self.w.extend(other.w)
+
+    def __len__(self) -> int:
+        return len(self.d0)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return (np.asarray(self.d0, float), np.asarray(self.step, float),
+                np.asarray(self.n, float), np.asarray(self.w, float))
+
+    def total_weight(self) -> float:
+        d0, st, n, w = self.arrays()
+        return float((n * w).sum())
+
+    def mean(self) -> float:
+        d0, st, n, w = self.arrays()
+        tw = (n * w).sum()
+        if tw <= 0:
+            return NAN
+        # sum_i (d0 + step*i) for i < n = n*d0 + step*n(n-1)/2
+        return float((w * (n * d0 + st * n * (n - 1) / 2)).sum() / tw)
+
+    def percentiles(self, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
+        return weighted_arith_percentiles(*self.arrays(), qs)
+
+
+def weighted_arith_percentiles(d0: np.ndarray, step: np.ndarray, n: np.ndarray, w: np.ndarray,
+                               qs: tuple[float, ...], expand_max: int = 20_000) -> list[float]:
+    """Inverted-CDF percentiles of the multiset {d0_j + step_j * i, weight w_j : i < n_j}.
+
+    Bisection on the value; records entirely below the bracket are folded into a base count and
+    records entirely above it are dropped as the bracket narrows, so long runs stay cheap.
+    """
+    if d0.size == 0:
+        return [NAN for _ in qs]
+    step = np.maximum(step, 0.0)
+    if n.sum() <= expand_max:  # small windows (an env step): expand, sort, search
+        ni = n.astype(np.int64)
+        rec = np.repeat(np.arange(d0.size), ni)
+        first = np.repeat(np.cumsum(ni) - ni, ni)
+        vals = d0[rec] + step[rec] * (np.arange(rec.size) - first)
+        order = np.argsort(vals, kind="stable")
+        vals = vals[order]
+        cw = np.cumsum(w[rec][order])
+        tot = cw[-1]
+        out = []
+        for q in qs:
+            i = int(np.searchsorted(cw, tot * q / 100.0, side="left"))
+            out.append(float(vals[min(i, vals.size - 1)]))
+        return out
+    last = d0 + step * (n - 1)
+    total = float((n * w).sum())
+    lo0 = float(d0.min())
+    hi0 = float(last.max())
+    out = []
+    for q in qs:
+        target = total * q / 100.0
+        # count(x) = base + sum over active records of w * clip(floor((x - d0)/step) + 1, 0, n)
+        a_d0, a_st, a_n, a_w, a_last = d0, step, n, w, last
+        base = 0.0
+        lo, hi = lo0, hi0
+        if _count_le(lo, a_d0, a_st, a_n, a_w) >= target:
+            out.append(lo)
+            continue
+        for it in range(200):
+            mid = 0.5 * (lo + hi)
+            if mid <= lo or mid >= hi:
+                break
+            if base + _count_le(mid, a_d0, a_st, a_n, a_w) >= target:
+                hi = mid
+            else:
+                lo = mid
+            if it % 4 == 3:  # prune records outside (lo, hi]
+                below = a_last <= lo
+                if below.any():
+                    base += float((a_n[below] * a_w[below]).sum())
+                keep = ~below & (a_d0 <= hi)
+                a_d0, a_st, a_n, a_w, a_last = a_d0[keep], a_st[keep], a_n[keep], a_w[keep], a_last[keep]
+        out.append(hi)
+    return out
+
+
+def _count_le(x: float, d0, step, n, w) -> float:
+    if d0.size == 0:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        k = np.where(step > 0, np.floor((x - d0) / step) + 1.0, np.where(d0 <= x, n, 0.0))
+    k = np.minimum(np.maximum(k, 0.0), n)
+    return float((k * w).sum())
+
+
+def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
+    """Percentiles (linear interpolation, numpy's default) or NaN for an empty sample."""
+    if isinstance(values, list) and 0 < len(values) <= 64:  # [env engineer, issue 5] fast path
+        small = _small_pct(values, qs)
+        if small is not None:
+            return small
+    a = np.asarray(values, float)
+    if a.size == 0:
+        return [NAN for _ in qs]
+    return [float(v) for v in np.percentile(a, qs)]
+
+
+# ---- [added by the env engineer, issue 5] ---------------------------------------------------
+def _small_pct(values: list, qs: tuple[float, ...]) -> list[float] | None:
+    """numpy's default ("linear") percentile in plain Python for short lists: bit-identical to
+    ``np.percentile`` (checked on 20,000 random samples) and ~10x faster below ~64 values, which is
+    what window_stats() sees once per env step. None when a value is NaN (numpy handles those)."""
+    a = sorted(float(v) for v in values)
+    if a[-1] != a[-1] or a[0] != a[0]:
+        return None
+    n = len(a)
+    out = []
+    for q in qs:
+        vi = (n - 1) * (q / 100.0)
+        lo = math.floor(vi)
+        g = vi - lo
+        lo = min(max(int(lo), 0), n - 1)
+        x, y = a[lo], a[min(lo + 1, n - 1)]
+        d = y - x
+        out.append(y - d * (1.0 - g) if g >= 0.5 else x + d * g)
+    return out
+# ---- end of the env engineer's block ---------------------------------------------------------
+
+
+def pdict(values: list[float]) -> dict[str, float]:
+    return {"p50": values[0], "p90": values[1], "p99": values[2]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TenantWindowStats:
+    """Aggregates of one tenant over a window."""
+
+    name: str
+    """Tenant name."""
+    completions: int
+    """Requests of this tenant completed in the window."""
+    ttft_s: dict[str, float]
+    """TTFT percentiles (p50/p90/p99) of requests whose first token came out in the window."""
+    tbt_s: dict[str, float]
+    """TBT percentiles over this tenant's tokens of the window (exact weighted samples)."""
+    tpot_s: dict[str, float]
+    """TPOT (per-request mean TBT) percentiles of this tenant's completed requests."""
+    e2e_s: dict[str, float]
+    """End-to-end latency percentiles of the completed requests."""
+    slo_attainment: float
+    """Fraction of completed requests that met both SLOs (TTFT and mean TBT); NaN if none completed."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowStats:
+    """Cluster aggregates over ``[start_s, end_s)``; every field has a unit in its name or is a count."""
+
+    start_s: float
+    """Window start (simulated seconds)."""
+    end_s: float
+    """Window end."""
+    arrivals: int
+    """Requests that arrived at the router."""
+    completions: int
+    """Requests that produced their last token."""
+    rejections: int
+    """Requests rejected (never served; each has a reason)."""
+    preemptions: int
+    """Recompute preemptions (KV shortage, priority, capacity change)."""
+    ttft_s: dict[str, float]
+    """p50/p90/p99 time to first token of requests whose first token came out in the window."""
+    tbt_s: dict[str, float]
+    """p50/p90/p99 time between tokens over all tokens of the window (exact weighted samples)."""
+    e2e_s: dict[str, float]
+    """p50/p90/p99 end-to-end latency of completed requests."""
+    tpot_s: dict[str, float]
+    """p50/p90/p99 time per output token (mean TBT) of completed requests."""
+    queueing_delay_s: dict[str, float]
+    """p50/p90/p99 arrival-to-first-scheduled delay of the requests whose first token came out in the window."""
+    tbt_mean_s: float
+    """Mean time between tokens over all tokens of the window."""
+    throughput_tok_s: float
+    """Output tokens generated per second."""
+    throughput_req_s: float
+    """Completed requests per second."""
+    goodput_req_s: float
+    """Completed requests meeting their tenant's SLOs, per second."""
+    slo_attainment: float
+    """Fraction of completed requests meeting their SLOs (NaN when none completed)."""
+    kv_occupancy_mean: float
+    """Time-averaged fraction of KV blocks in use, mean over replicas."""
+    kv_occupancy_max: float
+    """Largest fraction of KV blocks in use seen at an event in the window, over replicas."""
+    kv_fragmentation: float
+    """Unused token slots in allocated blocks / allocated slots, at the window end."""
+    gpu_memory_used_gb: float
+    """Weights plus KV in use over all GPUs at the window end, GB (1e9 bytes)."""
+    queue_depth: int
+    """Requests waiting in replica queues at the window end."""
+    running: int
+    """Requests admitted (holding KV) at the window end."""
+    output_tokens: int
+    """Output tokens generated in the window."""
+    gpu_seconds: float
+    """GPU-seconds the cluster was provisioned for in the window."""
+    cost_usd: float
+    """GPU cost of the window (gpu_hour_usd x GPUs x time)."""
+    cost_per_1k_tokens: float
+    """cost_usd per 1000 output tokens of the window (NaN when none)."""
+    spec_acceptance_rate: float
+    """Accepted draft tokens / proposed draft tokens (NaN when speculation was off)."""
+    quality_delta: float
+    """Output-token-weighted quality cost of the quantization tiers in use (0 for FP16)."""
+    tenants: dict[str, TenantWindowStats] = field(default_factory=dict)
+    """Per-tenant aggregates, keyed by tenant name."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return d
+
+    def flat_metrics(self, prefix: str = "sim/") -> dict[str, float]:
+        """Namespaced scalars for MLflow (``sim/p99_ttft_s`` etc.)."""
+        out: dict[str, float] = {}
+        for k, v in dataclasses.asdict(self).items():
+            if k == "tenants":
+                for tn, td in v.items():
+                    for kk in ("ttft_s", "tbt_s"):
+                        for p, x in td[kk].items():
+                            out[f"{prefix}{tn}/{p}_{kk}"] = x
+                    out[f"{prefix}{tn}/slo_attainment"] = td["slo_attainment"]
+            elif isinstance(v, dict):
+                for p, x in v.items():
+                    out[f"{prefix}{p}_{k}"] = x
+            else:
+                out[f"{prefix}{k}"] = float(v)
+        return out

@@ -1,0 +1,66 @@
+"""Helpers for the simulator tests (workload builders, result comparison)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
+
+
+def poisson_requests(rng: np.random.Generator, *, rate: float, duration_s: float, prompt=(16, 1024),
+                     output=(1, 256), tenants: int = 1, priority_tenant: int | None = None,
+                     start_s: float = 0.0, first_id: int = 0) -> list[Request]:
+    """Poisson arrivals; prompt/output lengths uniform in the given inclusive ranges (or fixed ints)."""
+    n = int(rng.poisson(rate * duration_s))
+    t = np.sort(rng.uniform(start_s, start_s + duration_s, n))
+
+    def draw(spec):
+        if isinstance(spec, int):
+            return np.full(n, spec)
+        return rng.integers(spec[0], spec[1] + 1, n)
+
+    p, o = draw(prompt), draw(output)
+    ten = rng.integers(0, tenants, n) if tenants > 1 else np.zeros(n, int)
+    return [Request(req_id=first_id + i, arrival_s=float(t[i]), prompt_tokens=int(p[i]),
+                    output_tokens=int(o[i]), tenant=int(ten[i]),
+                    priority=int(priority_tenant is not None and ten[i] == priority_tenant))
+            for i in range(n)]
+
+
+def run(cfg: ClusterConfig, reqs: list[Request], seed: int = 0, windows: float | None = None, **kw) -> Cluster:
+    c = Cluster(cfg, np.random.default_rng(seed), **kw)
+    c.submit(reqs)
+    if windows:
+        t = 0.0
+        while c.n_completed + c.n_rejected < c.n_submitted:
+            t += windows
+            c.run_until(t)
+            c.window_stats(reset=True)
+    else:
+        c.drain()
+    return c
+
+
+def cfg(**kw) -> ClusterConfig:
+    rkeys = set(ReplicaConfig.__dataclass_fields__)
+    rk = {k: v for k, v in kw.items() if k in rkeys}
+    ck = {k: v for k, v in kw.items() if k not in rkeys}
+    return ClusterConfig(replica=ReplicaConfig(**rk), **ck)
+
+
+def clone(reqs: list[Request]) -> list[Request]:
+    return [Request(req_id=r.req_id, arrival_s=r.arrival_s, prompt_tokens=r.prompt_tokens,
+                    output_tokens=r.output_tokens, tenant=r.tenant, priority=r.priority) for r in reqs]
+
+
+def results_equal(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if x.dtype.kind == "f":
+            if not np.array_equal(x, y, equal_nan=True):
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
