@@ -1,0 +1,113 @@
+"""``inferencegym replay``: send a workload to a real OpenAI-compatible server and compare it with the
+simulator's prediction for the same requests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("replay")
+    def replay(
+        endpoint: str = typer.Option(..., help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
+        model: str = typer.Option(..., help="model name the server expects"),
+        trace: Optional[Path] = typer.Option(None, help="workload: a trace CSV or a Parquet pool "
+                                                        "(inferencegym.workload loaders)"),
+        task: Optional[str] = typer.Option(None, help="workload: one episode of this task's generator"),
+        seed: int = typer.Option(0, min=0, help="seed of the task workload and of the prompt text"),
+        max_requests: int = typer.Option(200, min=1, help="send at most this many requests"),
+        concurrency: int = typer.Option(16, min=1, max=4096, help="requests in flight at most"),
+        time_scale: float = typer.Option(1.0, help="multiply arrival times (0.5 = twice the rate)"),
+        api: str = typer.Option("chat", help="chat (/chat/completions) or completions (/completions)"),
+        ignore_eos: bool = typer.Option(False, help="vLLM: force exactly output_tokens tokens"),
+        timeout_s: float = typer.Option(300.0, help="per-request timeout"),
+        max_prompt_tokens: int = typer.Option(8192, min=1, help="clip prompts to this (stated clip)"),
+        max_output_tokens: int = typer.Option(1024, min=1, help="clip max_tokens to this (stated clip)"),
+        warmup: bool = typer.Option(True, help="send one untimed 1-token request first"),
+        sim: bool = typer.Option(True, help="also run the simulator on the same requests and compare"),
+        sim_model: Optional[str] = typer.Option(None, help="simulator model preset (default: the task's, "
+                                                           "else llama-2-7b)"),
+        sim_gpu: Optional[str] = typer.Option(None, help="simulator GPU preset (default: task's, else a100-80gb)"),
+        sim_tp: Optional[int] = typer.Option(None, help="tensor parallelism of the simulated replicas"),
+        sim_replicas: Optional[int] = typer.Option(None, help="simulated replicas"),
+        sim_batch_cap: Optional[int] = typer.Option(None, help="simulated batch cap (max_num_seqs)"),
+        sim_scheduler: Optional[str] = typer.Option(None, help="vllm, sarathi or static"),
+        output: Optional[Path] = typer.Option(None, help="write the per-request records (Parquet)"),
+        json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    ) -> None:
+        """Replay a workload as real streamed requests (paced by arrival time, bounded in count and
+        concurrency), record TTFT and inter-token times, and compare with the simulator."""
+        import numpy as np
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from inferencegym.replay import (ReplayConfig, SimTarget, compare, prepare_workload, render,
+                                         run_replay, simulate)
+
+        console = Console(stderr=json_out)
+        if (trace is None) == (task is None):
+            raise typer.BadParameter("give exactly one workload: --trace PATH or --task ID")
+        try:
+            cfg = ReplayConfig(endpoint=endpoint, model=model, max_requests=max_requests,
+                               concurrency=concurrency, time_scale=time_scale, api=api,
+                               ignore_eos=ignore_eos, request_timeout_s=timeout_s,
+                               max_prompt_tokens=max_prompt_tokens,
+                               max_output_tokens=max_output_tokens, seed=seed, warmup=warmup)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+        overrides = dict(model=sim_model, gpu=sim_gpu, tensor_parallel=sim_tp, replicas=sim_replicas,
+                         batch_cap=sim_batch_cap, scheduler=sim_scheduler)
+        if task is not None:
+            from inferencegym.envs import get_task
+            from inferencegym.envs.episode_workload import generate_episode_workload
+
+            try:
+                spec = get_task(task)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc)) from None
+            wl = generate_episode_workload(spec, np.random.default_rng(seed))
+            source = f"task {task} seed {seed}"
+            target = SimTarget.from_task(task, **overrides)
+        else:
+            from inferencegym.workload import load_any
+
+            if not trace.exists():
+                raise typer.BadParameter(f"trace file not found: {trace}")
+            wl = load_any(trace)
+            source = str(trace)
+            target = SimTarget(**{k: v for k, v in overrides.items() if v is not None})
+        a, p, o, clipped = prepare_workload(wl.arrival_s, wl.prompt_tokens, wl.output_tokens, cfg)
+        console.print(f"replaying {len(a)} requests from {source} over {a[-1] * time_scale:.1f} s "
+                      f"to {endpoint} (model {model}, concurrency {concurrency})")
+        if clipped["prompts"] or clipped["outputs"]:
+            console.print(f"clipped: {clipped['prompts']} prompts to {max_prompt_tokens} tokens, "
+                          f"{clipped['outputs']} outputs to {max_output_tokens} tokens")
+
+        with Progress(TextColumn("requests"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=json_out) as prog:
+            bar = prog.add_task("replay", total=len(a))
+            try:
+                result = run_replay(a, p, o, cfg, on_done=lambda: prog.advance(bar))
+            except ConnectionError as exc:
+                console.print(f"[red]{exc}[/red]")
+                raise typer.Exit(2) from None
+        sim_table = None
+        if sim:
+            sim_table = simulate(a * time_scale, p, o, target)
+        report = compare(result.records, sim_table, result.itl_s)
+        report.update(source=source, endpoint=endpoint, model=model, wall_s=result.wall_s,
+                      clipped=clipped, sim_target=target.to_dict() if sim else None)
+        if output is not None:
+            result.write_parquet(str(output))
+            console.print(f"records written to {output}")
+        if json_out:
+            typer.echo(json.dumps(report, indent=2))
+        else:
+            render(report, console)
+        if report["failed"] == report["requests"]:
+            raise typer.Exit(1)

@@ -1,0 +1,24 @@
+"""OpenEnv-compatible HTTP server, web page and Python clients of InferenceGym.
+
+``build_app()`` (in :mod:`inferencegym.server.app`) makes the FastAPI app; the clients live in
+:mod:`inferencegym.server.client`. Imports are lazy so ``import inferencegym.server`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("build_app", "main"):
+        from inferencegym.server import app as _app
+
+        return getattr(_app, name)
+    if name in ("InferenceGymClient", "InferenceGymEnv", "InferenceGymHTTPError"):
+        from inferencegym.server import client as _client
+
+        return getattr(_client, name)
+    raise AttributeError(f"module 'inferencegym.server' has no attribute {name!r}")
+
+
+__all__ = ["build_app", "main", "InferenceGymClient", "InferenceGymEnv", "InferenceGymHTTPError"]
