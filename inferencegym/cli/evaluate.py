@@ -1,0 +1,103 @@
+"""``inferencegym evaluate``: grade policies on single-agent tasks over seeds S, S+1, ..."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+
+def _split(values: list[str]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("evaluate")
+    def evaluate(
+        policy: List[str] = typer.Option(..., "--policy", "-p",
+                                         help="policy spec (name, checkpoint:PATH, pretrained:TASK, "
+                                              "http://URL); repeat or comma-separate"),
+        task: str = typer.Option("all", "--task", "-t", help="task id, comma-separated ids, or 'all'"),
+        episodes: int = typer.Option(20, "--episodes", "-n", min=1, help="episodes per (policy, task)"),
+        seed: int = typer.Option(1000, "--seed", "-s", help="first seed; episodes use S, S+1, ..."),
+        episode_windows: Optional[int] = typer.Option(None, "--episode-windows",
+                                                      help="override the episode length (steps)"),
+        as_json: bool = typer.Option(False, "--json", help="print a JSON list, one object per (policy, task)"),
+        mlflow: bool = typer.Option(False, "--mlflow/--no-mlflow", help="log the run to MLflow"),
+    ) -> None:
+        """Evaluate policies: mean grade with 95% CI, p99 TTFT, throughput and cost per task."""
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Table
+
+        from inferencegym.envs import get_task, list_tasks
+        from inferencegym.envs.evaluation import evaluate_policy
+        from inferencegym.policies import get_policy
+
+        policies = _split(policy)
+        if not policies:
+            raise typer.BadParameter("give at least one --policy")
+        if task == "all":
+            tasks = [t.task_id for t in list_tasks(kind="single")]
+        else:
+            tasks = _split([task])
+        try:
+            # cluster tasks (kind="cluster") run in the multi-agent ClusterEnv: envs/cluster_evaluation.py
+            cluster = [t for t in tasks if get_task(t).kind == "cluster"]
+            tasks = [t for t in tasks if t not in cluster]
+            built = {(p, t): get_policy(p, t) for p in policies for t in tasks}
+            for p in policies:
+                for t in cluster:
+                    get_policy(p, t)  # validates the name before anything runs
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+        err = Console(stderr=True)
+        results = []
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=as_json) as prog:
+            bar = prog.add_task("evaluating", total=(len(built) + len(policies) * len(cluster)) * episodes)
+            for (p, t), pol in built.items():
+                prog.update(bar, description=f"{p} on {t}")
+                res = evaluate_policy(pol, t, episodes=episodes, seed=seed, policy_name=p,
+                                      episode_windows=episode_windows,
+                                      on_episode=lambda ep: prog.advance(bar))
+                results.append(res)
+            cluster_rows = []
+            for p in policies:
+                for t in cluster:
+                    from inferencegym.envs.cluster_evaluation import evaluate_cluster_policy
+                    prog.update(bar, description=f"{p} on {t}")
+                    cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
+                                                                episode_windows=episode_windows,
+                                                                progress=lambda i: prog.advance(bar)))
+        rows = [r.to_json_dict() for r in results] + cluster_rows
+        if mlflow:
+            try:
+                from inferencegym.tracking import log_evaluation_run
+            except ImportError:
+                err.print("[yellow]inferencegym.tracking.log_evaluation_run is not available; "
+                          "skipping MLflow logging[/yellow]")
+            else:
+                log_evaluation_run(rows, {"episodes": episodes, "seed": seed,
+                                          "policies": ",".join(policies), "tasks": ",".join(tasks)}, None)
+        if as_json:
+            typer.echo(json.dumps(rows))
+            return
+        table = Table(title=f"InferenceGym evaluation ({episodes} episodes, seeds {seed}..{seed + episodes - 1})")
+        for col in ("task", "policy", "score (95% CI)", "p99 TTFT s", "p99 TBT s", "throughput tok/s",
+                    "$ / 1k tok"):
+            table.add_column(col, justify="left" if col in ("task", "policy") else "right")
+
+        def fmt(x, spec):
+            return "-" if x is None else format(x, spec)
+
+        for r in rows:
+            table.add_row(r["task"], r["policy"], f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
+                          fmt(r["ttft_p99_s"], ".3f"), fmt(r["tbt_p99_s"], ".3f"),
+                          fmt(r["throughput_tok_s"], ".1f"), fmt(r["cost_per_1k_tokens"], ".5f"))
+        Console().print(table)

@@ -1,0 +1,140 @@
+"""Graders: an absolute score in [0, 1] per episode, independent of the reward weights.
+
+``grade(task_id, episode_log) -> GradeResult`` (``float(result)`` is the score). The episode log is
+the JSON-serialisable :class:`EpisodeLog` that :class:`LLMServeEnv` fills (``env.episode_log()``)
+and that an HTTP client can post.
+
+Formula (the same for every single-agent task; the reference points are per task, see
+``TaskSpec.grader`` and docs/environments.md):
+
+- ``slo_share`` = sum over tenants of ``weight_t * good_t`` / sum of ``weight_t * offered_t``, where
+  ``offered_t`` = output tokens of the tenant's requests that arrived during the episode and
+  ``good_t`` = output tokens of those that completed within the episode and met both the tenant's
+  TTFT SLO and TBT SLO (largest gap between two tokens). Unfinished requests count as not served.
+- ``cost_score`` = clip((bad - c) / (bad - good), 0, 1), c = GPU cost of the episode in USD per 1k
+  good output tokens (infinite when nothing was good), ``good``/``bad`` = the task's
+  ``cost_good_usd_per_1k`` / ``cost_bad_usd_per_1k``.
+- ``quality_score`` = clip(1 - d / quality_bad_delta, 0, 1), d = output-token-weighted mean quality
+  delta of the quantization tiers used.
+- ``score`` = w_slo * slo_share + w_cost * cost_score + w_quality * quality_score (weights sum to 1;
+  0.65 / 0.10 / 0.25 on the built-in tasks).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from inferencegym.envs.tasks import TaskSpec, get_task
+
+
+class WindowRecord(BaseModel):
+    """What the grader needs from one control window."""
+
+    model_config = ConfigDict(extra="allow")
+
+    step: int = Field(ge=0)
+    offered_tokens: list[float] = Field(description="output tokens offered per tenant (arrivals)")
+    good_tokens: list[float] = Field(description="output tokens completed within SLO per tenant")
+    produced_tokens: float = Field(ge=0, description="output tokens produced in the window")
+    window_usd: float = Field(ge=0, description="GPU cost of the window in USD")
+    quality_delta: float = Field(ge=0, description="quality delta of the quantization tier in use")
+
+    @model_validator(mode="after")
+    def _check(self) -> "WindowRecord":
+        if len(self.offered_tokens) != len(self.good_tokens):
+            raise ValueError(f"offered_tokens ({len(self.offered_tokens)} tenants) and good_tokens "
+                             f"({len(self.good_tokens)} tenants) must have one entry per tenant")
+        for name in ("offered_tokens", "good_tokens"):
+            for v in getattr(self, name):
+                if not (v >= 0 and math.isfinite(v)):
+                    raise ValueError(f"{name} entries must be finite and >= 0, got {v}")
+        return self
+
+
+class EpisodeLog(BaseModel):
+    """A JSON-serialisable record of one episode (``model_dump_json`` / ``model_validate_json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str
+    seed: int | None = None
+    policy: str | None = None
+    windows: list[WindowRecord] = Field(default_factory=list)
+    metrics: dict[str, float | None] = Field(default_factory=dict,
+                                      description="episode metrics (p99 TTFT etc.), not graded")
+
+
+class GradeResult(BaseModel):
+    """A grade and its breakdown."""
+
+    task_id: str
+    score: float
+    slo_share: float
+    cost_score: float
+    quality_score: float
+    cost_usd_per_1k_good_tokens: float | None
+    mean_quality_delta: float
+    offered_tokens: float
+    good_tokens: float
+
+    def __float__(self) -> float:
+        return self.score
+
+    def breakdown(self) -> dict[str, Any]:
+        return {f"grade/{k}": v for k, v in self.model_dump().items() if k != "task_id"}
+
+
+def _clip01(x: float) -> float:
+    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+
+
+def grade(task_id: str | TaskSpec, episode_log: EpisodeLog | dict | str) -> GradeResult:
+    """Score one episode on its task (deterministic, absolute; see the module docstring)."""
+    task = get_task(task_id)
+    if isinstance(episode_log, str):
+        log = EpisodeLog.model_validate_json(episode_log)
+    elif isinstance(episode_log, dict):
+        log = EpisodeLog.model_validate(episode_log)
+    elif isinstance(episode_log, EpisodeLog):
+        log = episode_log
+    else:
+        raise TypeError(f"episode_log must be an EpisodeLog, a dict or a JSON string, "
+                        f"got {type(episode_log).__name__}")
+    if log.task_id != task.task_id:
+        raise ValueError(f"episode log is for task {log.task_id!r} but grade() was asked for "
+                         f"{task.task_id!r}")
+    n_t = len(task.tenants)
+    weights = [t.grade_weight for t in task.tenants]
+    offered = [0.0] * n_t
+    good = [0.0] * n_t
+    produced = usd = delta_tokens = 0.0
+    for w in log.windows:
+        if len(w.offered_tokens) != n_t:
+            raise ValueError(f"window {w.step}: {len(w.offered_tokens)} tenant entries, task "
+                             f"{task.task_id!r} has {n_t} tenants")
+        for i in range(n_t):
+            offered[i] += w.offered_tokens[i]
+            good[i] += w.good_tokens[i]
+        produced += w.produced_tokens
+        usd += w.window_usd
+        delta_tokens += w.quality_delta * w.produced_tokens
+    w_off = sum(wt * o for wt, o in zip(weights, offered))
+    w_good = sum(wt * min(g, o) for wt, g, o in zip(weights, good, offered))
+    slo_share = _clip01(w_good / w_off) if w_off > 0 else 1.0
+    g = task.grader
+    total_good = sum(good)
+    if total_good > 0:
+        cost = usd / (total_good / 1000.0)
+        cost_score = _clip01((g.cost_bad_usd_per_1k - cost) / (g.cost_bad_usd_per_1k - g.cost_good_usd_per_1k))
+    else:
+        cost, cost_score = None, 0.0
+    mean_delta = delta_tokens / produced if produced > 0 else 0.0
+    quality_score = _clip01(1.0 - mean_delta / g.quality_bad_delta)
+    score = g.w_slo * slo_share + g.w_cost * cost_score + g.w_quality * quality_score
+    return GradeResult(task_id=task.task_id, score=float(score), slo_share=float(slo_share),
+                       cost_score=float(cost_score), quality_score=float(quality_score),
+                       cost_usd_per_1k_good_tokens=cost, mean_quality_delta=float(mean_delta),
+                       offered_tokens=float(sum(offered)), good_tokens=float(total_good))

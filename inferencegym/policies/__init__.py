@@ -1,0 +1,108 @@
+"""Policy registry: ``get_policy(spec, task_id)`` and ``list_policies()``.
+
+A policy is an object with ``act(obs, info=None) -> action`` (a :class:`ServeAction` for the
+single-agent env) and an optional ``reset(seed=None)`` called at the start of every episode.
+
+Spec schemes:
+
+- a bare name (``random``, ``static_default``, ``heuristic``, ``best_static``, ``clairvoyant``, ...)
+  -> this registry;
+- ``checkpoint:PATH`` and ``pretrained:TASK`` -> ``inferencegym.rl.policy_loader.load_policy``
+  (imported lazily; RLlib checkpoints);
+- ``http://...`` / ``https://...`` -> ``inferencegym.serving.client.HTTPPolicy(url, task_id)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+
+class Policy(Protocol):
+    def act(self, obs: Any, info: dict | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """One registered policy."""
+
+    name: str
+    factory: Callable[[str], Any]
+    """``factory(task_id) -> policy``."""
+    description: str
+    kinds: tuple[str, ...] = ("single",)
+    """Task kinds the policy supports (``single`` / ``cluster``)."""
+
+
+_REGISTRY: dict[str, PolicyEntry] = {}
+SCHEMES: tuple[str, ...] = ("checkpoint:", "pretrained:", "http://", "https://")
+
+
+def register_policy(name: str, factory: Callable[[str], Any], description: str = "",
+                    kinds: tuple[str, ...] = ("single",), *, replace: bool = False) -> None:
+    """Add a policy factory ``factory(task_id)`` under ``name``."""
+    if ":" in name or "/" in name:
+        raise ValueError(f"policy names may not contain ':' or '/', got {name!r}")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"policy {name!r} is already registered; pass replace=True to override")
+    _REGISTRY[name] = PolicyEntry(name, factory, description, tuple(kinds))
+
+
+def list_policies(kind: str | None = None) -> list[str]:
+    """Registered policy names (optionally only those supporting a task kind)."""
+    _ensure_builtins()
+    names = [n for n, e in _REGISTRY.items() if kind is None or kind in e.kinds]
+    if kind == "cluster":  # the cluster env's router baselines (policies/routers.py)
+        from inferencegym.policies.routers import ROUTER_POLICIES
+        names += [n for n in ROUTER_POLICIES if n not in names]
+    return names
+
+
+def describe_policies() -> dict[str, str]:
+    _ensure_builtins()
+    return {n: e.description for n, e in _REGISTRY.items()}
+
+
+def get_policy(spec: str, task_id: str) -> Any:
+    """Build the policy ``spec`` for ``task_id`` (see the module docstring for the schemes)."""
+    _ensure_builtins()
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"policy spec must be a non-empty string, got {spec!r}")
+    if spec.startswith(("checkpoint:", "pretrained:")):
+        from inferencegym.rl.policy_loader import load_policy
+        return load_policy(spec, task_id)
+    if spec.startswith(("http://", "https://")):
+        from inferencegym.serving.client import HTTPPolicy
+        return HTTPPolicy(spec, task_id)
+    from inferencegym.envs.tasks import get_task as _get_task
+
+    if _get_task(task_id).kind == "cluster":  # router (+ replica) baselines: policies/routers.py
+        from inferencegym.policies.routers import get_cluster_policy
+        return get_cluster_policy(spec)
+    entry = _REGISTRY.get(spec)
+    if entry is None:
+        scheme = spec.split(":", 1)[0] + ":" if ":" in spec else None
+        what = f"unknown policy scheme {scheme!r}" if scheme else f"unknown policy {spec!r}"
+        raise ValueError(f"{what}; valid: {', '.join(_REGISTRY)}, or checkpoint:PATH, "
+                         f"pretrained:TASK, http(s)://URL")
+    from inferencegym.envs.tasks import get_task
+
+    kind = get_task(task_id).kind
+    if kind not in entry.kinds:
+        raise ValueError(f"policy {spec!r} does not support {kind!r} tasks like {task_id!r}; "
+                         f"policies for {kind!r} tasks: {', '.join(list_policies(kind))}")
+    return entry.factory(task_id)
+
+
+_LOADED = False
+
+
+def _ensure_builtins() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from inferencegym.policies import baselines  # noqa: F401  (registers itself)
+
+
+__all__ = ["Policy", "PolicyEntry", "get_policy", "list_policies", "register_policy",
+           "describe_policies", "SCHEMES"]

@@ -1,0 +1,260 @@
+"""Router and replica baselines for the cluster environment (``ClusterEnv``).
+
+Router policies are thin adapters over the simulator's router registry (``inferencegym.sim.router``):
+``act(obs, info=None) -> replica index``, deciding with the simulator's own rule among the replicas
+the observation's action mask allows. They must be bound to the env (``policy.bind(env)``; the
+evaluation runner does it) because those rules read the cluster's state. ``tests/test_cluster_env.py``
+checks that routing through the env with an adapter reproduces the simulator's built-in routing
+request for request.
+
+- ``round_robin``: the next replica in turn.
+- ``random``: uniform over the allowed replicas (the cluster's Generator).
+- ``least_outstanding_requests``: fewest queued + running requests (ties rotate).
+- ``least_kv_load``: lowest KV load (blocks used + blocks the queued prompts need, over capacity).
+- ``power_of_two_choices``: two distinct replicas at random, the one with fewer outstanding requests.
+- ``clairvoyant_work``: the simulator's clairvoyant router: least outstanding work in tokens
+  (remaining prefill + remaining decode, true output lengths).
+- ``clairvoyant``: the upper reference (:class:`EarliestFirstTokenRouter`, written here because the
+  simulator has no such rule): it knows every request's true output length and replays each
+  replica's slot releases (batch cap, running and queued requests, chunked prefill work ahead) to
+  estimate when the arriving request's first token would come out, and picks the earliest. No
+  learning agent sees output lengths, so this bounds what a learned router can reach.
+
+Replica policies (``act(obs, info=None) -> MultiDiscrete action``): ``replica_static`` keeps the
+task's initial knobs (the default), ``replica_random`` samples every window.
+
+A *cluster policy* pairs a router with a replica policy (:class:`ClusterPolicy`); the spec
+``"least_outstanding_requests"`` means that router with ``replica_static``; ``"ROUTER+REPLICA"``
+names both.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
+                                    "least_kv_load", "power_of_two_choices", "clairvoyant",
+                                    "clairvoyant_work")
+REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random")
+
+
+def _allowed(obs: dict) -> list[int]:
+    mask = np.asarray(obs["action_mask"]) > 0.5
+    if not mask.any():
+        raise ValueError("router observation has an all-zero action_mask: no replica can take the "
+                         "request (the env routes such requests itself; this obs is malformed)")
+    return np.flatnonzero(mask).tolist()
+
+
+class SimRouterPolicy:
+    """A thin adapter: the simulator's router ``name`` (``inferencegym.sim.router.ROUTERS``) deciding
+    for ``ClusterEnv``.
+
+    It must be bound to the env it acts in (:meth:`bind`; the evaluation runner does it), because the
+    simulator's routers read the cluster's state directly (queues, KV blocks and, for
+    ``clairvoyant``, the true output lengths that no observation carries). The candidates are the
+    replicas allowed by the observation's action mask. Randomised routers draw from the cluster's
+    Generator exactly as the simulator's built-in routing does, so a routed episode equals the
+    simulator's own run with that router.
+    """
+
+    def __init__(self, name: str) -> None:
+        from inferencegym.sim.router import make_router
+
+        self.name = name
+        self.sim_name = name
+        self._make = make_router
+        self._router = make_router(name)
+        self._env = None
+
+    def bind(self, env) -> "SimRouterPolicy":
+        self._env = env
+        return self
+
+    def reset(self, seed: int | None = None) -> None:
+        self._router = self._make(self.sim_name)  # fresh rotation state every episode
+
+    def act(self, obs: dict, info: dict | None = None) -> int:
+        env = self._env
+        if env is None:
+            raise ValueError(f"router policy {self.name!r} is not bound to a ClusterEnv; call "
+                             f"policy.bind(env) (it reads the simulator's state)")
+        req = env.pending_request
+        if req is None:
+            raise ValueError(f"router policy {self.name!r} asked to act but no request is waiting")
+        if self._router.needs_sync:
+            env.cluster.sync()
+        return int(self._router.choose(env.cluster, req, _allowed(obs)))
+
+
+class EarliestFirstTokenRouter:
+    """``clairvoyant``: earliest estimated first token, from true output lengths (see module doc).
+
+    Per allowed replica, in units of its decode-iteration time (``decode_step_time_s`` at its batch
+    cap and 1k context, so faster GPUs count faster): slots free when a running request has produced
+    its remaining tokens; queued requests take the earliest free slots in order and hold them for
+    their prefill plus output; the new request starts at the next free slot. Estimated TTFT = (start
+    + the chunked-prefill iterations of the prompts ahead of it and its own) x iteration time. Ties
+    go to fewer outstanding requests, then the lower index.
+    """
+
+    name = "clairvoyant"
+
+    def __init__(self) -> None:
+        self._env = None
+        self._iter_s: list[float] | None = None
+
+    def bind(self, env) -> "EarliestFirstTokenRouter":
+        self._env = env
+        self._iter_s = None
+        return self
+
+    def reset(self, seed: int | None = None) -> None:
+        self._iter_s = None
+
+    def _iteration_s(self, cluster) -> list[float]:
+        if self._iter_s is None:
+            self._iter_s = [float(rep.model.decode_step_time_s(batch_size=rep.cfg.batch_cap,
+                                                               context_tokens=1024))
+                            for rep in cluster.replicas]
+        return self._iter_s
+
+    def act(self, obs: dict, info: dict | None = None) -> int:
+        import heapq
+
+        env = self._env
+        if env is None:
+            raise ValueError("router policy 'clairvoyant' is not bound to a ClusterEnv; call "
+                             "policy.bind(env) (it reads the simulator's state)")
+        req = env.pending_request
+        if req is None:
+            raise ValueError("router policy 'clairvoyant' asked to act but no request is waiting")
+        cluster = env.cluster
+        cluster.sync()
+        it = self._iteration_s(cluster)
+        best, best_key = -1, None
+        for i in _allowed(obs):
+            rep = cluster.replicas[i]
+            chunk = max(1, rep.cfg.chunk_size)
+            cap = rep.cfg.batch_cap
+            slots = [0.0] * max(0, cap - len(rep.running))
+            prefill_ahead = 0
+            for r in rep.running:
+                left = max(0, r.prefill_target - r.prefilled_tokens)
+                prefill_ahead += left
+                slots.append(left / chunk + (r.output_tokens - r.generated_tokens))
+            heapq.heapify(slots)
+            for q in (rep.prio_waiting, rep.waiting):
+                for r in q:
+                    t = heapq.heappop(slots) if slots else 0.0
+                    prefill_ahead += r.prompt_tokens
+                    heapq.heappush(slots, t + r.prompt_tokens / chunk + r.output_tokens)
+            start = slots[0] if slots else 0.0
+            est = (start + (prefill_ahead + req.prompt_tokens) / chunk) * it[i]
+            key = (est, rep.outstanding(), i)
+            if best_key is None or key < best_key:
+                best, best_key = i, key
+        return int(best)
+
+
+class StaticReplica:
+    """Keeps the task's initial knobs: returns the replica's current knob indices."""
+
+    name = "replica_static"
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
+        if not info or "knobs" not in info:
+            raise ValueError("replica_static needs info['knobs'] from ClusterEnv")
+        return np.asarray(info["knobs"], dtype=np.int64)
+
+
+class RandomReplica:
+    name = "replica_random"
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
+        from inferencegym.envs.cluster_env import REPLICA_ACTION_NVEC
+
+        return self._rng.integers(0, np.asarray(REPLICA_ACTION_NVEC))
+
+
+_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica)}
+
+
+def get_router_policy(name: str):
+    """A fresh router policy by name; ValueError listing the valid names."""
+    if name not in ROUTER_POLICIES:
+        raise ValueError(f"unknown router policy {name!r}; valid: {', '.join(ROUTER_POLICIES)}")
+    if name == "clairvoyant":
+        return EarliestFirstTokenRouter()
+    if name == "clairvoyant_work":
+        p = SimRouterPolicy("clairvoyant")
+        p.name = "clairvoyant_work"
+        return p
+    return SimRouterPolicy(name)
+
+
+def get_replica_policy(name: str):
+    try:
+        return _REPLICAS[name]()
+    except KeyError:
+        raise ValueError(f"unknown replica policy {name!r}; valid: {', '.join(_REPLICAS)}") from None
+
+
+class ClusterPolicy:
+    """A router policy plus one replica policy shared by all replica agents.
+
+    ``act_all(obs, infos) -> action_dict`` answers every agent present in ``obs`` (the multi-agent
+    dict the env returned).
+    """
+
+    def __init__(self, router, replica, name: str | None = None) -> None:
+        self.router = router
+        self.replica = replica
+        self.name = name or f"{router.name}+{replica.name}"
+
+    def bind(self, env) -> "ClusterPolicy":
+        for p in (self.router, self.replica):
+            if hasattr(p, "bind"):
+                p.bind(env)
+        return self
+
+    def reset(self, seed: int | None = None) -> None:
+        ss = np.random.SeedSequence(seed)
+        a, b = ss.spawn(2)
+        for p, child in ((self.router, a), (self.replica, b)):
+            if hasattr(p, "reset"):  # e.g. a loaded RLlib router has no reset()
+                p.reset(int(child.generate_state(1)[0]))
+
+    def act_all(self, obs: dict, infos: dict | None = None) -> dict:
+        infos = infos or {}
+        out = {}
+        for aid, o in obs.items():
+            if aid == "router":
+                out[aid] = self.router.act(o, infos.get(aid))
+            else:
+                out[aid] = self.replica.act(o, infos.get(aid))
+        return out
+
+
+def get_cluster_policy(spec: str) -> ClusterPolicy:
+    """``"ROUTER"`` (with ``replica_static``) or ``"ROUTER+REPLICA"``; ValueError listing names."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"cluster policy spec must be a non-empty string, got {spec!r}")
+    router, _, replica = spec.partition("+")
+    return ClusterPolicy(get_router_policy(router), get_replica_policy(replica or "replica_static"),
+                         name=spec)
+
+
+def is_cluster_policy(spec: str) -> bool:
+    router, _, replica = str(spec).partition("+")
+    return router in ROUTER_POLICIES and (not replica or replica in _REPLICAS)
