@@ -194,15 +194,17 @@ def test_episode_log_is_json_and_regrades_identically():
     assert json.loads(text)["task_id"] == "adversarial_multitenant"
 
 
-def test_split_means_chunking_or_disaggregation_per_task():
+def test_split_means_chunking_or_disaggregation_per_task(monkeypatch):
     import dataclasses
 
-    from inferencegym.envs import get_task, register_task
+    from inferencegym.envs import get_task
+    from inferencegym.envs import tasks as task_registry
 
     base = get_task("adversarial_multitenant")
     for mode, expect_disagg in (("chunked", False), ("disaggregated", True)):
         spec = dataclasses.replace(base, task_id=f"_test_split_{mode}", split_mode=mode)
-        register_task(spec, replace=True)
+        # registered for this test only: the registry is process-wide
+        monkeypatch.setitem(task_registry._REGISTRY, spec.task_id, spec)
         env = LLMServeEnv(spec.task_id, episode_windows=6)
         env.reset(seed=0)
         env.step(ServeAction(prefill_decode_split=True))
