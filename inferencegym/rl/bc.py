@@ -1,0 +1,153 @@
+"""Behaviour-cloning warm start: imitate a baseline policy before PPO.
+
+A few epochs of supervised negative log-likelihood of the baseline's actions under the module's own
+action distribution (``get_train_action_dist_cls().from_logits(...).logp``), on demonstrations the
+baseline generates on training seeds (``bc.seed``, ``bc.seed + 1``, ...; disjoint from the held-out
+evaluation seeds). The trained module state is saved with ``RLModule.save_to_path`` and handed to
+PPO through ``RLModuleSpec(load_state_path=...)``, so the learner and every EnvRunner start from it.
+
+Single-agent env: the baseline acts on the env's Dict/ServeAction space; its action is encoded with
+the env package's ``action_to_flat``. Cluster env: the router module imitates the baseline router
+(e.g. ``least_outstanding_requests``); replica agents keep the env's default knobs during collection.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+
+def _stack_obs(obs_list: list[Any]) -> Any:
+    import torch
+
+    first = obs_list[0]
+    if isinstance(first, dict):
+        return {k: torch.as_tensor(np.stack([np.asarray(o[k], dtype=np.float32) for o in obs_list]))
+                for k in first}
+    return torch.as_tensor(np.stack([np.asarray(o, dtype=np.float32) for o in obs_list]))
+
+
+def _index(obs: Any, idx: Any) -> Any:
+    if isinstance(obs, dict):
+        return {k: v[idx] for k, v in obs.items()}
+    return obs[idx]
+
+
+def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs: int, lr: float,
+             minibatch_size: int, seed: int = 0) -> list[float]:
+    """Supervised NLL of ``actions`` under ``module``; returns the mean loss of each epoch.
+
+    Minibatch order comes from ``numpy.random.default_rng(seed)``."""
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    if len(observations) != len(actions) or not observations:
+        raise ValueError(f"need as many actions as observations (>0); got {len(observations)} "
+                         f"observations and {len(actions)} actions")
+    obs = _stack_obs(observations)
+    act = torch.as_tensor(np.asarray(actions))
+    dist_cls = module.get_train_action_dist_cls()
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr)
+    rng = np.random.default_rng(seed)
+    n = len(actions)
+    losses = []
+    module.train()
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        tot, cnt = 0.0, 0
+        for s in range(0, n, minibatch_size):
+            idx = torch.as_tensor(order[s:s + minibatch_size])
+            out = module.forward_train({Columns.OBS: _index(obs, idx)})
+            dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
+            loss = -dist.logp(act[idx]).mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            tot += float(loss.detach()) * len(idx)
+            cnt += len(idx)
+        losses.append(tot / cnt)
+    return losses
+
+
+def collect_single(env: Any, act_fn: Callable[[Any, dict], Any], *, episodes: int, seed: int,
+                   encode: Callable[[Any], Any]) -> tuple[list, list]:
+    """Roll out ``act_fn`` (raw-env action) on a flat-action env; returns (obs, flat actions)."""
+    obs_l: list = []
+    act_l: list = []
+    for ep in range(episodes):
+        obs, info = env.reset(seed=seed + ep)
+        done = False
+        while not done:
+            raw = act_fn(obs, info)
+            flat = encode(raw)
+            obs_l.append(obs)
+            act_l.append(flat)
+            obs, _, term, trunc, info = env.step(flat)
+            done = term or trunc
+    return obs_l, act_l
+
+
+def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple[list, list]:
+    """Roll out a cluster policy (``act_all``; e.g. ``least_outstanding_requests`` with static
+    replicas) on the ClusterEnv; returns the router's (obs, action) pairs."""
+    obs_l: list = []
+    act_l: list = []
+    if hasattr(policy, "bind"):
+        policy.bind(env)
+    for ep in range(episodes):
+        if hasattr(policy, "reset"):
+            policy.reset(seed + ep)
+        obs, infos = env.reset(seed=seed + ep)
+        while True:
+            actions = policy.act_all(obs, infos)
+            if "router" in obs:
+                obs_l.append(obs["router"])
+                act_l.append(int(actions["router"]))
+            obs, _, terms, truncs, infos = env.step(actions)
+            if terms.get("__all__") or truncs.get("__all__"):
+                break
+    return obs_l, act_l
+
+
+def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, str]:
+    """Run BC for the config's modules; returns {module_id: saved state dir} for ``load_state_path``."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from inferencegym.policies import get_policy
+    from inferencegym.rl.env_creators import make_cluster_env, make_single_env
+    from inferencegym.rl.modules import module_class
+
+    if env is not None:
+        raise ValueError("BC warm start needs the real InferenceGym envs (env override given)")
+    out = Path(out_dir)
+    b = cfg.bc
+    env_config = {"task_id": cfg.task_id, **cfg.env_config}
+    if cfg.env == "single":
+        baseline = get_policy(b.baseline, cfg.task_id)
+        from inferencegym.envs.actions import ServeAction, action_to_flat
+
+        e = make_single_env(env_config)
+        obs, acts = collect_single(e, lambda o, i: baseline.act(o, i), episodes=b.episodes, seed=b.seed,
+                                   encode=lambda a: action_to_flat(ServeAction.from_any(a)))
+        mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space
+    else:
+        from inferencegym.policies.routers import get_cluster_policy
+
+        e = make_cluster_env(env_config)
+        if "router" not in cfg.policy_mapping:
+            raise ValueError("BC for the cluster env imitates the router; policy_mapping has no 'router'")
+        mid = cfg.policy_mapping["router"]
+        obs, acts = collect_cluster(e, get_cluster_policy(b.baseline), episodes=b.episodes, seed=b.seed)
+        obs_space, act_space = e.observation_spaces["router"], e.action_spaces["router"]
+    m = cfg.modules[mid]
+    module = RLModuleSpec(module_class=module_class(m.type), observation_space=obs_space,
+                          action_space=act_space, model_config=dict(m.model_config_)).build()
+    losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size, seed=cfg.seed)
+    path = out / mid
+    module.save_to_path(str(path))
+    (out / "bc_losses.txt").write_text("\n".join(f"{x:.6f}" for x in losses) + "\n")
+    return {mid: str(path)}

@@ -1,0 +1,314 @@
+"""YAML training configs (``rllib_configs/*.yaml``), validated with pydantic on load.
+
+One file describes one PPO experiment: the task, the PPO hyperparameters (adaptive KL, GAE lambda,
+learning-rate and entropy schedules in RLlib's ``[[env_step, value], ...]`` list form), the resources
+(env runners, envs per runner, learners), the RLModules and the multi-agent mapping, the curriculum,
+the safety monitors, the behaviour-cloning warm start, checkpointing and MLflow. Unknown keys are
+errors (a typo must not be silently ignored); :func:`load_config` reports every problem with its
+location in the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Schedule = float | list[tuple[int, float]]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_schedule(name: str, v: Schedule) -> Schedule:
+    if isinstance(v, (int, float)):
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0, got {v}")
+        return float(v)
+    if not v:
+        raise ValueError(f"{name} schedule is empty; give a number or [[0, value], [step, value], ...]")
+    steps = [s for s, _ in v]
+    if steps[0] != 0:
+        raise ValueError(f"{name} schedule must start at env step 0 (RLlib requires it); got {steps[0]}")
+    if any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ValueError(f"{name} schedule steps must increase strictly; got {steps}")
+    if any(val < 0 for _, val in v):
+        raise ValueError(f"{name} schedule values must be >= 0; got {[val for _, val in v]}")
+    return [(int(s), float(val)) for s, val in v]
+
+
+class PPOSettings(_Strict):
+    """PPO hyperparameters (names as in ``PPOConfig.training``)."""
+
+    lr: Schedule = Field(default=3e-4, description="learning rate or [[env_step, lr], ...]")
+    entropy_coeff: Schedule = Field(default=0.01, description="entropy bonus or schedule")
+    gamma: float = Field(default=0.99, gt=0, le=1)
+    lambda_: float = Field(default=0.95, gt=0, le=1, alias="lambda", description="GAE lambda")
+    use_kl_loss: bool = True
+    kl_coeff: float = Field(default=0.2, ge=0)
+    kl_target: float = Field(default=0.01, gt=0)
+    clip_param: float = Field(default=0.2, gt=0)
+    vf_clip_param: float = Field(default=10.0, gt=0)
+    vf_loss_coeff: float = Field(default=0.5, ge=0)
+    grad_clip: float | None = Field(default=0.5, gt=0)
+    train_batch_size_per_learner: int = Field(default=1024, ge=16)
+    minibatch_size: int = Field(default=128, ge=8)
+    num_epochs: int = Field(default=4, ge=1)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("lr", "entropy_coeff")
+    @classmethod
+    def _sched(cls, v: Schedule, info: Any) -> Schedule:
+        return _check_schedule(info.field_name, v)
+
+    @model_validator(mode="after")
+    def _minibatch(self) -> PPOSettings:
+        if self.minibatch_size > self.train_batch_size_per_learner:
+            raise ValueError(f"minibatch_size {self.minibatch_size} is larger than "
+                             f"train_batch_size_per_learner {self.train_batch_size_per_learner}")
+        return self
+
+
+class Resources(_Strict):
+    """Where sampling and learning run. Raise these on a multi-node cluster."""
+
+    num_env_runners: int = Field(default=0, ge=0, description="remote EnvRunner actors (0: sample in the driver)")
+    num_envs_per_env_runner: int = Field(default=1, ge=1, description="vectorised envs per runner")
+    num_learners: int = Field(default=0, ge=0, description="remote Learner actors (0: learn in the driver)")
+    num_cpus_per_env_runner: float = Field(default=1.0, gt=0)
+    rollout_fragment_length: int | Literal["auto"] = "auto"
+
+
+class ModuleSettings(_Strict):
+    """One RLModule: ``type`` from :data:`inferencegym.rl.modules.MODULE_TYPES` plus its model_config."""
+
+    type: str
+    model_config_: dict[str, Any] = Field(default_factory=dict, alias="model_config")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("type")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from inferencegym.rl.modules import MODULE_TYPES
+
+        if v not in MODULE_TYPES:
+            raise ValueError(f"unknown module type {v!r}; valid: {', '.join(sorted(MODULE_TYPES))}")
+        return v
+
+
+class CurriculumSettings(_Strict):
+    """Load / burst intensity raised one stage each time the mean grade passes the stage's threshold."""
+
+    enabled: bool = False
+    metric: str = Field(default="grade/score", description="episode metric compared with the thresholds")
+    thresholds: list[float] = Field(default_factory=list, description="grade needed to leave stage i")
+    load_scale: list[float] = Field(default_factory=lambda: [1.0], description="offered-load multiplier per stage")
+    burst_scale: list[float] = Field(default_factory=lambda: [1.0], description="burst-intensity multiplier per stage")
+    min_episodes: int = Field(default=4, ge=1, description="episodes per stage before it may advance")
+
+    @model_validator(mode="after")
+    def _stages(self) -> CurriculumSettings:
+        if not self.enabled:
+            return self
+        n = len(self.load_scale)
+        if len(self.burst_scale) != n:
+            raise ValueError(f"curriculum load_scale has {n} stages but burst_scale has {len(self.burst_scale)}")
+        if len(self.thresholds) != n - 1:
+            raise ValueError(f"curriculum with {n} stages needs {n - 1} thresholds; got {len(self.thresholds)}")
+        if any(not 0 < x <= 10 for x in self.load_scale + self.burst_scale):
+            raise ValueError("curriculum scales must be in (0, 10]")
+        return self
+
+
+class SafetySettings(_Strict):
+    """Episodes with runaway queues or latency beyond ``latency_factor`` x SLO are counted
+    (``safety/*`` metrics) and, if ``terminate``, truncated with ``penalty`` added to the reward."""
+
+    enabled: bool = True
+    queue_key: str = "sim/queue_depth"
+    queue_limit: float = Field(default=2000.0, gt=0)
+    latency_key: str = "sim/ttft_p99_s"
+    slo_key: str = Field(default="slo/ttft_s", description="info key of the SLO; else the task's tightest TTFT SLO")
+    latency_factor: float = Field(default=2.0, gt=1)
+    terminate: bool = False
+    penalty: float = Field(default=-10.0, le=0)
+
+
+class BCSettings(_Strict):
+    """Behaviour-cloning warm start: a few epochs of supervised loss on the module before PPO."""
+
+    enabled: bool = False
+    baseline: str = Field(default="heuristic", description="policy registry name to imitate")
+    episodes: int = Field(default=4, ge=1)
+    epochs: int = Field(default=5, ge=1)
+    lr: float = Field(default=1e-3, gt=0)
+    minibatch_size: int = Field(default=256, ge=8)
+    seed: int = Field(default=10_000, description="first seed of the demonstration episodes")
+
+
+class StopSettings(_Strict):
+    """When the Tune trial stops (first reached)."""
+
+    timesteps_total: int | None = Field(default=200_000, ge=1, description="lifetime env steps sampled")
+    training_iteration: int | None = Field(default=None, ge=1)
+    time_total_s: float | None = Field(default=None, gt=0, description="wall-clock budget")
+
+
+class CheckpointSettings(_Strict):
+    frequency: int = Field(default=5, ge=0, description="iterations between checkpoints (0: only at end)")
+    num_to_keep: int = Field(default=2, ge=1)
+
+
+class MLflowSettings(_Strict):
+    enabled: bool = True
+    experiment: str | None = Field(default=None, description="defaults to 'train/<task_id>'")
+    save_artifact: bool = True
+
+
+class EvaluationSettings(_Strict):
+    episodes: int = Field(default=20, ge=1)
+    seed: int = Field(default=1000, description="held-out seeds seed, seed+1, ...")
+    baselines: list[str] = Field(default_factory=list)
+
+
+class TrainConfig(_Strict):
+    """A whole training experiment."""
+
+    name: str
+    task_id: str
+    env: Literal["single", "cluster"] = Field(description="'single': LLMServe-v0; 'cluster': ClusterEnv")
+    env_config: dict[str, Any] = Field(default_factory=dict, description="extra env constructor kwargs")
+    seed: int = 0
+    ppo: PPOSettings = Field(default_factory=PPOSettings)
+    resources: Resources = Field(default_factory=Resources)
+    modules: dict[str, ModuleSettings]
+    policy_mapping: dict[str, str] = Field(
+        default_factory=dict,
+        description="agent id or prefix ending in '*' -> module id (cluster env); e.g. router: router_pol")
+    trainable: list[str] | None = Field(
+        default=None, description="module ids PPO updates (default: every module in policy_mapping)")
+    curriculum: CurriculumSettings = Field(default_factory=CurriculumSettings)
+    safety: SafetySettings = Field(default_factory=SafetySettings)
+    bc: BCSettings = Field(default_factory=BCSettings)
+    stop: StopSettings = Field(default_factory=StopSettings)
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    mlflow: MLflowSettings = Field(default_factory=MLflowSettings)
+    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.env == "single":
+            if set(self.modules) != {"default_policy"}:
+                raise ValueError("a single-agent config has exactly one module named 'default_policy'; "
+                                 f"got {sorted(self.modules)}")
+            if self.policy_mapping:
+                raise ValueError("policy_mapping is only for env: cluster")
+        else:
+            if not self.policy_mapping:
+                raise ValueError("env: cluster needs policy_mapping (e.g. {router: router_pol, 'replica_*': replica_pol})")
+            missing = sorted(set(self.policy_mapping.values()) - set(self.modules))
+            if missing:
+                raise ValueError(f"policy_mapping uses modules {missing} that are not under modules: "
+                                 f"{sorted(self.modules)}")
+            if self.trainable is not None:
+                bad = sorted(set(self.trainable) - set(self.modules))
+                if bad or not self.trainable:
+                    raise ValueError(f"trainable must list modules from {sorted(self.modules)}; got {self.trainable}")
+        if self.env == "single" and self.trainable not in (None, ["default_policy"]):
+            raise ValueError("trainable is only for env: cluster")
+        if self.ppo.train_batch_size_per_learner < 2 * self.resources.num_envs_per_env_runner:
+            raise ValueError("train_batch_size_per_learner is too small for the number of envs")
+        return self
+
+    def map_agent(self, agent_id: str) -> str:
+        """Module id for an agent id: exact match first, then the longest matching ``prefix*``."""
+        if agent_id in self.policy_mapping:
+            return self.policy_mapping[agent_id]
+        best = None
+        for pat, mid in self.policy_mapping.items():
+            if pat.endswith("*") and agent_id.startswith(pat[:-1]):
+                if best is None or len(pat) > len(best[0]):
+                    best = (pat, mid)
+        if best is None:
+            raise ValueError(f"agent {agent_id!r} matches no policy_mapping entry; "
+                             f"entries: {sorted(self.policy_mapping)}")
+        return best[1]
+
+    def trained_modules(self) -> list[str]:
+        if self.env == "single":
+            return ["default_policy"]
+        return sorted(self.trainable) if self.trainable else sorted(set(self.policy_mapping.values()))
+
+    def with_overrides(self, *, steps: int | None = None, seed: int | None = None,
+                       iterations: int | None = None, num_env_runners: int | None = None,
+                       sets: list[str] | None = None) -> TrainConfig:
+        """A copy with the CLI's ``--steps`` / ``--seed`` / ``--iterations`` / ``--set a.b=v`` applied
+        (``v`` is parsed as YAML: ``--set ppo.minibatch_size=64``, ``--set curriculum.enabled=false``)."""
+        data = self.model_dump(by_alias=True)
+        for item in sets or ():
+            key, eq, raw = item.partition("=")
+            if not eq or not key:
+                raise ConfigError(f"--set expects key.path=value, got {item!r}")
+            node = data
+            parts = key.split(".")
+            for part in parts[:-1]:
+                if not isinstance(node.get(part), dict):
+                    raise ConfigError(f"--set {item!r}: {part!r} is not a section of the config")
+                node = node[part]
+            node[parts[-1]] = yaml.safe_load(raw)
+        if steps is not None:
+            data["stop"]["timesteps_total"] = int(steps)
+        if iterations is not None:
+            data["stop"]["training_iteration"] = int(iterations)
+        if seed is not None:
+            data["seed"] = int(seed)
+        if num_env_runners is not None:
+            data["resources"]["num_env_runners"] = int(num_env_runners)
+        return parse_config(data, "(config with overrides)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+
+class ConfigError(ValueError):
+    """A training config that could not be loaded; the message lists every problem."""
+
+
+def _format_errors(path: str, exc: ValidationError) -> str:
+    lines = [f"invalid training config {path}:"]
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        given = err.get("input")
+        given_s = "" if isinstance(given, dict) else f" (given: {given!r})"
+        lines.append(f"  - {loc}: {err['msg']}{given_s}")
+    lines.append("See docs/training.md for the schema and rllib_configs/ for examples.")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, source: str = "<dict>") -> TrainConfig:
+    """Validate an already-parsed mapping; raises :class:`ConfigError` with every problem listed."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid training config {source}: expected a mapping at the top level, "
+                          f"got {type(data).__name__}")
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(source, exc)) from None
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Load and validate a YAML training config."""
+    p = Path(path)
+    if not p.is_file():
+        here = sorted(x.name for x in Path("rllib_configs").glob("*.yaml")) if Path("rllib_configs").is_dir() else []
+        raise ConfigError(f"training config {p} not found" + (f"; available in rllib_configs/: {here}" if here else ""))
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"training config {p} is not valid YAML: {exc}") from None
+    return parse_config(data, str(p))

@@ -1,0 +1,96 @@
+"""Env creators registered with RLlib/Tune (``ray.tune.registry.register_env``).
+
+- ``"inferencegym_single"``: ``gymnasium.make("InferenceGym/LLMServe-v0", task_id=...)`` wrapped in the
+  env package's flat MultiDiscrete action wrapper (and :class:`SafetyWrapper` if asked).
+- ``"inferencegym_cluster"``: ``inferencegym.envs.cluster_env.ClusterEnv(env_config)``.
+
+Both read ``task_id`` from ``env_config``; every other key of ``env_config`` except the ones below goes
+to the env constructor. Keys consumed here: ``safety`` (a dict of :class:`SafetySettings` fields).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from inferencegym.rl.config import SafetySettings
+
+SINGLE_ENV = "inferencegym_single"
+CLUSTER_ENV = "inferencegym_cluster"
+ENV_NAMES = {"single": SINGLE_ENV, "cluster": CLUSTER_ENV}
+
+#: Names the flat MultiDiscrete action wrapper may have in ``inferencegym.envs`` (first found is used).
+_FLAT_WRAPPER_NAMES = ("FlatActionWrapper", "FlatServeActionWrapper", "MultiDiscreteActionWrapper",
+                       "FlattenServeAction", "FlatActions")
+
+
+def flat_wrapper_class() -> type[gym.Wrapper]:
+    """The env package's flat MultiDiscrete action wrapper."""
+    import inferencegym.envs as envs
+    import inferencegym.envs.actions as actions
+
+    for mod in (envs, actions):
+        for name in _FLAT_WRAPPER_NAMES:
+            cls = getattr(mod, name, None)
+            if isinstance(cls, type):
+                return cls
+    raise ImportError(f"no flat MultiDiscrete action wrapper found in inferencegym.envs(.actions); "
+                      f"looked for {', '.join(_FLAT_WRAPPER_NAMES)}")
+
+
+class SafetyWrapper(gym.Wrapper):
+    """Ends an episode (truncation) with ``penalty`` added to the reward when the step's info shows a
+    runaway queue or latency beyond ``latency_factor`` x SLO. Sets ``info['safety/terminated']``."""
+
+    def __init__(self, env: gym.Env, settings: SafetySettings) -> None:
+        super().__init__(env)
+        self.settings = settings
+
+    def step(self, action: Any):
+        from inferencegym.rl.callbacks import safety_flags, task_ttft_slo_s
+
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        runaway, late = safety_flags(info, self.settings, task_ttft_slo_s(self.env))
+        if (runaway or late) and not (terminated or truncated):
+            reward = float(reward) + self.settings.penalty
+            truncated = True
+            info = {**info, "safety/terminated": 1.0}
+        return obs, reward, terminated, truncated, info
+
+
+def _split_config(env_config: Any) -> tuple[str, dict[str, Any], SafetySettings | None]:
+    cfg = dict(env_config or {})
+    task_id = cfg.pop("task_id", None)
+    if not task_id:
+        raise ValueError("env_config must contain 'task_id' (e.g. {'task_id': 'bursty_workload'})")
+    safety = cfg.pop("safety", None)
+    return task_id, cfg, (SafetySettings(**safety) if safety else None)
+
+
+def make_single_env(env_config: Any) -> gym.Env:
+    """The flat-action single-agent env for ``env_config['task_id']``."""
+    import inferencegym.envs  # noqa: F401  (registers InferenceGym/LLMServe-v0)
+
+    task_id, kwargs, safety = _split_config(env_config)
+    env = gym.make("InferenceGym/LLMServe-v0", task_id=task_id, **kwargs)
+    env = flat_wrapper_class()(env)
+    if safety is not None and safety.enabled and safety.terminate:
+        env = SafetyWrapper(env, safety)
+    return env
+
+
+def make_cluster_env(env_config: Any) -> Any:
+    """The multi-agent cluster env for ``env_config['task_id']``."""
+    from inferencegym.envs.cluster_env import ClusterEnv
+
+    task_id, kwargs, _ = _split_config(env_config)
+    return ClusterEnv({"task_id": task_id, **kwargs})
+
+
+def register_envs() -> None:
+    """Register both creators with Tune's registry (idempotent)."""
+    from ray.tune.registry import register_env
+
+    register_env(SINGLE_ENV, make_single_env)
+    register_env(CLUSTER_ENV, make_cluster_env)

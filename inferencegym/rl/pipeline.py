@@ -1,0 +1,83 @@
+"""Train -> evaluate against baselines -> record: shared by ``inferencegym demo`` and
+``benchmarks/train_ppo.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from inferencegym.rl.config import TrainConfig
+
+
+def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | Path, extra: dict | None = None) -> Path:
+    """Export the trained modules of a checkpoint in the pickle-free pretrained format."""
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from inferencegym.rl.policy_loader import export_module
+
+    loaded = RLModule.from_checkpoint(str(module_dir))
+    modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {"default_policy": loaded}
+    out = Path(out_dir)
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    for mid, m in modules.items():
+        if mid not in cfg.modules:
+            continue
+        spec = cfg.modules[mid]
+        export_module(m, out, module_type=spec.type, model_config=dict(spec.model_config_), module_id=mid,
+                      task_id=cfg.task_id, kind=cfg.env, mapping=dict(cfg.policy_mapping), extra=extra)
+    return out
+
+
+def progress_csv(checkpoint: str | None) -> str | None:
+    """Tune's ``progress.csv`` of the trial a checkpoint belongs to."""
+    if not checkpoint:
+        return None
+    p = Path(checkpoint).parent / "progress.csv"
+    return str(p) if p.is_file() else None
+
+
+def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed: int,
+                      baselines: list[str] | None, storage: str | Path | None = None,
+                      command: str | None = None, progress: bool = True,
+                      record_path: str | Path | None = None) -> dict[str, Any]:
+    """Train ``cfg`` (Tune + MLflow), evaluate the greedy policy and the baselines on ``episodes``
+    held-out seeds from ``seed``; returns (and optionally writes) the run record."""
+    from inferencegym.rl.compare import compare
+    from inferencegym.rl.policy_loader import load_checkpoint
+    from inferencegym.rl.train import run_training
+
+    out = run_training(cfg, storage_path=storage, progress=progress, config_path=config_path)
+    m = out.metrics
+    steps = float(m.get("num_env_steps_sampled_lifetime") or 0.0)
+    t = float(m.get("time_total_s") or 0.0)
+    train = {"wall_s": round(out.wall_s, 1), "train_time_s": round(t, 1), "iterations": m.get("training_iteration"),
+             "env_steps": int(steps), "env_steps_per_s": round(steps / t, 1) if t > 0 else None,
+             "checkpoint": out.checkpoint, "mlflow_run_id": out.mlflow_run_id, "seed": cfg.seed}
+    policy = load_checkpoint(out.checkpoint, cfg.task_id)
+    rows = compare(policy, cfg.task_id, name=f"ppo ({cfg.modules[policy.module_id].type})", baselines=baselines,
+                   episodes=episodes, seed=seed, progress=progress)
+    record = {"task": cfg.task_id, "name": cfg.name, "config": config_path, "command": command,
+              "progress_csv": progress_csv(out.checkpoint), "train": train, "rows": rows,
+              "module_dir": out.module_dir, "tracking_uri": out.tracking_uri}
+    if record_path:
+        Path(record_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(record_path).write_text(json.dumps(record, indent=2, default=str))
+    return record
+
+
+def log_comparison(record: dict[str, Any], report_files: dict[str, Path] | None = None) -> str | None:
+    """Attach the comparison (metrics per policy) and the report to an MLflow evaluation run."""
+    from inferencegym.tracking import log_evaluation_run
+
+    arts = list((report_files or {}).values())
+    return log_evaluation_run(record["rows"], params={"task": record["task"], "train_run": record["train"].get("mlflow_run_id"),
+                                                      "checkpoint": record["train"].get("checkpoint"),
+                                                      "episodes": record["rows"][0]["episodes"] if record["rows"] else 0,
+                                                      "seed": (record["rows"][0].get("seeds") or [None])[0] if record["rows"] else None},
+                              artifacts=arts, experiment=f"evaluate/{record['task']}",
+                              run_name=f"ppo vs baselines on {record['task']}")

@@ -1,0 +1,231 @@
+"""Load trained policies: ``checkpoint:PATH`` and ``pretrained:TASK`` -> an object with ``act(obs, info)``.
+
+- ``checkpoint:PATH``: a checkpoint written by ``inferencegym train`` (Tune/Algorithm checkpoint dir,
+  its ``learner_group/learner/rl_module`` dir, or a single module dir). Loaded with
+  ``RLModule.from_checkpoint`` (RLlib's format pickles the module class by reference: load only
+  checkpoints you made or trust; never from a request body).
+- ``pretrained:TASK``: the module shipped in ``inferencegym/data/pretrained/<TASK>/``, in a pickle-free
+  export format: ``module.json`` (module type from :data:`inferencegym.rl.modules.MODULE_TYPES`,
+  ``model_config``, module id, task) plus ``weights.pt`` read with ``torch.load(weights_only=True)``.
+  The module is rebuilt from the task's env spaces. :func:`export_module` writes the format.
+
+Actions are greedy (the mode of the action distribution). Single-agent policies return a
+``ServeAction`` (the flat MultiDiscrete index decoded with the env package's ``flat_to_action``);
+router policies return a replica index (``int``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "data" / "pretrained"
+EXPORT_VERSION = 1
+
+
+def list_pretrained() -> list[str]:
+    """Tasks with a shipped pretrained module."""
+    if not PRETRAINED_DIR.is_dir():
+        return []
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p / "module.json").is_file())
+
+
+def _task_kind(task_id: str) -> str:
+    from inferencegym.envs.tasks import get_task
+
+    kind = getattr(get_task(task_id), "kind", "single")
+    return "cluster" if kind == "cluster" else "single"
+
+
+def _to_batch(obs: Any) -> Any:
+    import torch
+
+    if isinstance(obs, dict):
+        return {k: torch.as_tensor(np.asarray(v, dtype=np.float32))[None] for k, v in obs.items()}
+    return torch.as_tensor(np.asarray(obs, dtype=np.float32))[None]
+
+
+class ModulePolicy:
+    """A trained RLModule as a policy: ``act(obs, info=None)``; ``act_agent(agent_id, obs)`` for the
+    cluster env's other agents. Attributes: ``module`` (the acting module), ``modules`` (id ->
+    module), ``task_id``, ``kind``, ``source``, ``version``."""
+
+    def __init__(self, modules: dict[str, Any], *, task_id: str, kind: str, source: str,
+                 mapping: dict[str, str] | None = None) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        self.modules = modules
+        for m in modules.values():
+            m.eval()
+        self.task_id = task_id
+        self.kind = kind
+        self.source = source
+        self.mapping = mapping or {}
+        self.module_id = self._main_module_id()
+        self.module = modules[self.module_id]
+        self.version = source
+        self.name = source
+
+    def _main_module_id(self) -> str:
+        if self.kind == "single":
+            return "default_policy" if "default_policy" in self.modules else next(iter(self.modules))
+        mid = self.mapping.get("router")
+        if mid is None:
+            cands = [k for k in self.modules if "router" in k]
+            if not cands:
+                raise ValueError(f"no router module in {sorted(self.modules)}")
+            mid = cands[0]
+        return mid
+
+    def reset(self, seed: int | None = None) -> None:
+        """Nothing to reset: the policy is greedy and stateless."""
+
+    def module_for(self, agent_id: str) -> Any:
+        if agent_id in self.mapping:
+            return self.modules[self.mapping[agent_id]]
+        prefix = agent_id.rsplit("_", 1)[0]
+        for mid in self.modules:
+            if mid.startswith(prefix) or (agent_id.startswith("replica") and "replica" in mid):
+                return self.modules[mid]
+        raise ValueError(f"no module for agent {agent_id!r}; modules: {sorted(self.modules)}")
+
+    def _greedy(self, module: Any, obs: Any) -> np.ndarray:
+        import torch
+        from ray.rllib.core.columns import Columns
+
+        with torch.no_grad():
+            out = module.forward_inference({Columns.OBS: _to_batch(obs)})
+            dist = module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+            return np.asarray(dist.to_deterministic().sample()[0])
+
+    def act(self, obs: Any, info: dict | None = None) -> Any:
+        a = self._greedy(self.module, obs)
+        if self.kind == "cluster":
+            return int(a)
+        from inferencegym.envs.actions import flat_to_action
+
+        return flat_to_action(a)
+
+    def act_flat(self, obs: Any) -> np.ndarray:
+        """The raw module action (flat MultiDiscrete index for the single-agent env)."""
+        return self._greedy(self.module, obs)
+
+    def act_agent(self, agent_id: str, obs: Any) -> Any:
+        a = self._greedy(self.module_for(agent_id), obs)
+        return int(a) if a.ndim == 0 else a
+
+    def __call__(self, obs: Any, info: dict | None = None) -> Any:
+        return self.act(obs, info)
+
+
+def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]) -> tuple[Any, Any]:
+    from inferencegym.rl.env_creators import make_cluster_env, make_single_env
+
+    if kind == "single":
+        env = make_single_env({"task_id": task_id})
+        try:
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+    env = make_cluster_env({"task_id": task_id})
+    agents = [a for a in env.possible_agents if mapping.get(a) == module_id]
+    if not agents:
+        agents = [a for a in env.possible_agents
+                  if any(p.endswith("*") and a.startswith(p[:-1]) and m == module_id for p, m in mapping.items())]
+    if not agents:
+        raise ValueError(f"module {module_id!r} is mapped to no agent of the cluster env ({mapping})")
+    return env.observation_spaces[agents[0]], env.action_spaces[agents[0]]
+
+
+def export_module(module: Any, out_dir: str | Path, *, module_type: str, model_config: dict, module_id: str,
+                  task_id: str, kind: str, mapping: dict[str, str] | None = None, extra: dict | None = None) -> Path:
+    """Write a module in the pickle-free pretrained format (``module.json`` + ``weights.pt``).
+
+    Several modules of one task go in subfolders named by module id (``<out_dir>/<module_id>/``)
+    with the top ``module.json`` listing them."""
+    import torch
+
+    out = Path(out_dir)
+    sub = out / module_id
+    sub.mkdir(parents=True, exist_ok=True)
+    torch.save({k: v.detach().cpu() for k, v in module.state_dict().items()}, sub / "weights.pt")
+    (sub / "module.json").write_text(json.dumps({"type": module_type, "model_config": model_config}, indent=2))
+    top = out / "module.json"
+    meta = json.loads(top.read_text()) if top.is_file() else {"version": EXPORT_VERSION, "modules": []}
+    meta.update({"task_id": task_id, "kind": kind, "mapping": mapping or {}, **(extra or {})})
+    if module_id not in meta["modules"]:
+        meta["modules"].append(module_id)
+    top.write_text(json.dumps(meta, indent=2))
+    return out
+
+
+def load_exported(path: str | Path, task_id: str | None = None) -> ModulePolicy:
+    """Load the pickle-free format written by :func:`export_module`."""
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from inferencegym.rl.modules import module_class
+
+    root = Path(path)
+    meta = json.loads((root / "module.json").read_text())
+    if meta.get("version") != EXPORT_VERSION:
+        raise ValueError(f"{root}: export version {meta.get('version')} is not {EXPORT_VERSION}")
+    task = meta["task_id"]
+    if task_id is not None and task_id != task:
+        raise ValueError(f"pretrained module {root} was trained on task {task!r}, not {task_id!r}")
+    kind, mapping = meta["kind"], meta.get("mapping", {})
+    modules = {}
+    for mid in meta["modules"]:
+        sub = json.loads((root / mid / "module.json").read_text())
+        obs_space, act_space = _spaces_for(task, kind, mid, mapping)
+        m = RLModuleSpec(module_class=module_class(sub["type"]), observation_space=obs_space,
+                         action_space=act_space, model_config=sub["model_config"]).build()
+        state = torch.load(root / mid / "weights.pt", weights_only=True, map_location="cpu")
+        m.load_state_dict(state)
+        modules[mid] = m
+    return ModulePolicy(modules, task_id=task, kind=kind, source=f"pretrained:{task}", mapping=mapping)
+
+
+def _rl_module_dir(path: Path) -> Path:
+    for cand in (path / "learner_group" / "learner" / "rl_module", path):
+        if (cand / "metadata.json").is_file() or (cand / "class_and_ctor_args.pkl").is_file():
+            return cand
+    raise FileNotFoundError(f"{path} is not an RLlib checkpoint: expected {path}/learner_group/learner/rl_module "
+                            "or an RLModule directory (with class_and_ctor_args.pkl)")
+
+
+def load_checkpoint(path: str | Path, task_id: str) -> ModulePolicy:
+    """Load an RLlib checkpoint with ``RLModule.from_checkpoint`` (local, trusted paths only)."""
+    from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise FileNotFoundError(f"checkpoint {p} does not exist")
+    mdir = _rl_module_dir(p)
+    loaded = RLModule.from_checkpoint(str(mdir))
+    modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {mdir.name: loaded}
+    kind = _task_kind(task_id)
+    mapping = {"router": next((k for k in modules if "router" in k), "")} if kind == "cluster" else {}
+    return ModulePolicy(modules, task_id=task_id, kind=kind, source=f"checkpoint:{p}", mapping=mapping)
+
+
+def load_policy(spec: str, task_id: str) -> ModulePolicy:
+    """``checkpoint:PATH`` or ``pretrained:TASK`` -> :class:`ModulePolicy` for ``task_id``."""
+    scheme, _, rest = spec.partition(":")
+    if not rest:
+        raise ValueError(f"policy spec {spec!r} must be checkpoint:PATH or pretrained:TASK")
+    if scheme == "checkpoint":
+        return load_checkpoint(rest, task_id)
+    if scheme == "pretrained":
+        if rest != task_id:
+            raise ValueError(f"pretrained:{rest} is a policy for task {rest!r}; the evaluated task is {task_id!r}")
+        avail = list_pretrained()
+        if rest not in avail:
+            raise ValueError(f"no pretrained policy for task {rest!r}; available: {', '.join(avail) or '(none)'}")
+        return load_exported(PRETRAINED_DIR / rest, task_id)
+    raise ValueError(f"unknown policy scheme {scheme!r} in {spec!r}; valid: checkpoint:PATH, pretrained:TASK")

@@ -1,0 +1,184 @@
+"""One-iteration PPO smoke tests (tiny batches, sampling in the driver) and the Tune/MLflow path.
+
+The test-local envs in ``rl_toy_envs`` have the spaces of InferenceGym's envs; the ``real`` tests run
+one iteration on the real ``LLMServe-v0`` and ``ClusterEnv`` through the registered creators.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import rl_toy_envs  # noqa: E402
+import ray.cloudpickle  # noqa: E402
+from rl_toy_envs import ToyClusterEnv, ToySingleEnv  # noqa: E402
+
+# Tune trial actors cannot import the test-local module: ship it by value.
+ray.cloudpickle.register_pickle_by_value(rl_toy_envs)
+
+from inferencegym.rl.config import load_config, parse_config  # noqa: E402
+
+pytestmark = pytest.mark.ray
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+
+
+def tiny(path: str, **sets) -> object:
+    """A shipped config shrunk to one tiny iteration sampled in the driver."""
+    base = ["ppo.train_batch_size_per_learner=128", "ppo.minibatch_size=64", "ppo.num_epochs=1",
+            "resources.num_env_runners=0", "resources.num_envs_per_env_runner=1",
+            "checkpoint.frequency=0", "mlflow.enabled=false", "bc.enabled=false"]
+    return load_config(REPO / "rllib_configs" / path).with_overrides(
+        iterations=1, sets=base + [f"{k}={v}" for k, v in sets.items()])
+
+
+def _train_once(cfg, env=None):
+    import torch
+
+    from inferencegym.rl.train import build_ppo_config
+
+    torch.set_num_threads(1)
+    algo = build_ppo_config(cfg, env=env).build_algo()
+    try:
+        return algo.train(), algo
+    except Exception:
+        algo.stop()
+        raise
+
+
+def test_ppo_one_iteration_toy_single(ray_session):
+    cfg = tiny("bursty_workload.yaml", **{"curriculum.enabled": "false"})
+    result, algo = _train_once(cfg, env=ToySingleEnv)
+    try:
+        learner = result["learners"]["default_policy"]
+        assert np.isfinite(learner["total_loss"])
+        assert "curr_kl_coeff" in learner and "curr_entropy_coeff" in learner
+        assert result["env_runners"]["grade/score"] >= 0.0  # grade from the final info
+        assert result["env_runners"]["safety/runaway_queue"] == 0.0
+    finally:
+        algo.stop()
+
+
+def test_ppo_one_iteration_toy_cluster_with_curriculum(ray_session):
+    cfg = tiny("cluster_routing.yaml", **{"curriculum.enabled": "true",
+                                         "curriculum.thresholds": "[0.0, 0.0]",
+                                         "curriculum.min_episodes": "1"})
+    result, algo = _train_once(cfg, env=ToyClusterEnv)
+    try:
+        assert set(result["learners"]) >= {"router_pol"}
+        assert "policy_loss" not in result["learners"].get("replica_pol", {})  # hold_knobs: not trained
+        assert np.isfinite(result["learners"]["router_pol"]["total_loss"])
+        # grade 0 >= threshold 0 after >= 1 episode: the curriculum moved to stage 1 and told the env
+        assert result["curriculum/stage"] == 1
+        envs = algo.env_runner.env.envs
+        assert envs and all(e.unwrapped.curriculum == (0.9, 0.75) for e in envs)
+    finally:
+        algo.stop()
+
+
+def test_curriculum_scales_the_task_of_every_env():
+    from types import SimpleNamespace
+
+    from inferencegym.envs.tasks import get_task
+    from inferencegym.rl.callbacks import apply_curriculum
+
+    task = get_task("bursty_workload")
+    envs = [SimpleNamespace(task=task), SimpleNamespace(task=task)]
+    runner = SimpleNamespace(env=SimpleNamespace(envs=envs))
+    assert apply_curriculum(runner, 0.5, 0.25) == 2
+    for e in envs:
+        assert e.task.workload.rate_rps == pytest.approx(task.workload.rate_rps * 0.5)
+        assert e.task.workload.burst_rate_rps == pytest.approx(task.workload.burst_rate_rps * 0.125)
+    apply_curriculum(runner, 1.0, 1.0)  # back to the base task, not compounded
+    assert envs[0].task == task
+    assert apply_curriculum(SimpleNamespace(env=None), 1.0, 1.0) == 0  # driver runner without env
+    with pytest.raises(AttributeError, match="disable curriculum"):
+        apply_curriculum(SimpleNamespace(env=SimpleNamespace(envs=[object()])), 1.0, 1.0)
+
+
+def test_tune_run_checkpoint_mlflow_and_policy_loader(ray_session, tmp_path, monkeypatch):
+    """run_training: a 1-iteration Tune trial writes a checkpoint and an MLflow run; the checkpoint
+    loads with load_policy and acts; a resumed experiment restores instead of restarting."""
+    import mlflow
+
+    from inferencegym.rl.policy_loader import load_checkpoint
+    from inferencegym.rl.train import run_training
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = tiny("cluster_routing.yaml", **{"mlflow.enabled": "true", "mlflow.save_artifact": "false",
+                                         "curriculum.enabled": "false"})
+    out = run_training(cfg, storage_path=tmp_path / "results", progress=False, env=ToyClusterEnv, mlflow_uri=uri)
+    assert out.metrics["training_iteration"] == 1
+    assert Path(out.module_dir, "router_pol").is_dir()
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    run = client.get_run(out.mlflow_run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["task"] == "cluster_routing" and "git_commit" in run.data.tags
+    assert any(k.startswith("learners/router_pol") for k in run.data.metrics)
+
+    monkeypatch.setattr("inferencegym.rl.policy_loader._task_kind", lambda task_id: "cluster")
+    pol = load_checkpoint(out.checkpoint, "cluster_routing")
+    env = ToyClusterEnv({})
+    obs, _ = env.reset(seed=0)
+    for _ in range(10):
+        a = pol.act(obs["router"])
+        assert isinstance(a, int) and obs["router"]["action_mask"][a] == 1.0
+        obs, *_ = env.step({"router": a})
+    # resume: the finished experiment is restored (no new iteration beyond its stop criterion)
+    out2 = run_training(cfg, storage_path=tmp_path / "results", progress=False, env=ToyClusterEnv,
+                        mlflow_uri=uri, resume=True)
+    assert out2.metrics["training_iteration"] == 1
+
+
+@pytest.mark.parametrize("config", ["static_workload.yaml", "cluster_routing.yaml"])
+def test_ppo_one_iteration_real_env(ray_session, config):
+    """One iteration on the real envs through the registered creators (episodes shortened)."""
+    cfg = tiny(config, **{"env_config": "{episode_windows: 3}"})
+    result, algo = _train_once(cfg)
+    try:
+        for mid in cfg.trained_modules():
+            assert np.isfinite(result["learners"][mid]["total_loss"]), mid
+        assert result["env_runners"]["num_episodes"] >= 1
+        assert 0.0 <= result["env_runners"]["grade/score"] <= 1.0
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("config", ["bursty_workload.yaml", "cluster_heterogeneous.yaml"])
+def test_bc_warm_start_on_real_env_feeds_ppo(ray_session, tmp_path, config):
+    """BC on the real env (1 short episode of the config's baseline) saves a module state that PPO
+    starts from: the learner's weights equal the BC weights before any update."""
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from inferencegym.rl.bc import warm_start
+    from inferencegym.rl.train import build_ppo_config
+
+    cfg = tiny(config, **{"env_config": "{episode_windows: 4}", "bc.enabled": "true", "bc.episodes": "1",
+                          "bc.epochs": "2", "curriculum.enabled": "false"})
+    paths = warm_start(cfg, out_dir=tmp_path / "bc")
+    mid = next(iter(paths))
+    losses = [float(x) for x in (tmp_path / "bc" / "bc_losses.txt").read_text().split()]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    bc_module = RLModule.from_checkpoint(paths[mid])
+    algo = build_ppo_config(cfg, load_state_paths=paths).build_algo()
+    try:
+        learner_module = algo.get_module(mid)
+        for (k, a), (_, b) in zip(sorted(bc_module.state_dict().items()), sorted(learner_module.state_dict().items())):
+            torch.testing.assert_close(a, b, msg=k)
+    finally:
+        algo.stop()
