@@ -512,15 +512,20 @@ class Replica:
         if B:
             if k == 0:
                 back = 0
+                ttbt = self.ttbt
+                if ttbt is not None:  # per tenant: one weighted sample, as in the fast path
+                    t_back = [0] * self.n_tenants
                 for r in decodes:
                     lt = r.last_token_s
                     gap = now - lt
                     if lt == t0:
                         back += 1
+                        if ttbt is not None:
+                            t_back[r.tenant] += 1
                     else:
                         rec.add(gap, 0.0, 1, 1.0)
-                    if self.ttbt is not None:
-                        self.ttbt[r.tenant].add(gap, 0.0, 1, 1.0)
+                        if ttbt is not None:
+                            ttbt[r.tenant].add(gap, 0.0, 1, 1.0)
                     if gap > r.tbt_max_s:
                         r.tbt_max_s = gap
                     r.tbt_sum_s += gap
@@ -528,6 +533,9 @@ class Replica:
                     r.generated_tokens += 1
                     r.kv_tokens += 1
                 rec.add(dur, 0.0, 1, back)
+                if ttbt is not None:
+                    for ti, c in enumerate(t_back):
+                        ttbt[ti].add(dur, 0.0, 1, c)  # add() skips c == 0
                 self.tokens_out += B
                 self.quality_token_sum += self.quality * B
             else:
