@@ -158,3 +158,41 @@ def test_bc_train_imitates_a_rule():
     assert acc > 0.8, acc
     with pytest.raises(ValueError, match="as many actions as observations"):
         bc_train(m, obs[:3], acts[:2], epochs=1, lr=1e-3, minibatch_size=8)
+
+
+def test_discounted_returns_restart_at_episode_ends():
+    from inferencegym.rl.bc import discounted_returns
+
+    g = discounted_returns([1.0, 1.0, 1.0, 2.0, 2.0], [False, False, True, False, True], 0.5)
+    np.testing.assert_allclose(g, [1.75, 1.5, 1.0, 3.0, 2.0])
+    with pytest.raises(ValueError, match="one episode_ends flag per reward"):
+        discounted_returns([1.0], [], 0.9)
+
+
+def test_bc_value_warmup_fits_the_critic_and_leaves_the_cloned_policy_alone():
+    """With returns, BC also trains the value head (the critic PPO starts from), on the encoder's
+    detached features: the policy it clones is exactly the one cloned without returns."""
+    n, rng = 4, np.random.default_rng(5)
+    obs, acts, rets = [], [], []
+    for _ in range(512):
+        feats = rng.random((n, 3)).astype(np.float32)
+        obs.append({"replicas": feats, "request": rng.random(2).astype(np.float32),
+                    "action_mask": np.ones(n, np.float32)})
+        acts.append(int(np.argmin(feats[:, 0])))
+        rets.append(5.0 + 10.0 * float(feats[:, 0].min()))
+    batch = {Columns.OBS: {k: torch.as_tensor(np.stack([o[k] for o in obs])) for k in obs[0]}}
+    errs, logits = {}, {}
+    for with_returns in (False, True):
+        torch.manual_seed(0)
+        m = build(ReplicaAttentionRouter, router_space(n, f=3, r=2), gym.spaces.Discrete(n))
+        bc_train(m, obs, acts, epochs=30, lr=3e-3, minibatch_size=64, seed=0,
+                 returns=rets if with_returns else None)
+        with torch.no_grad():
+            v = m.compute_values(batch).numpy()
+            logits[with_returns] = m.forward_inference(batch)[Columns.ACTION_DIST_INPUTS].numpy()
+        errs[with_returns] = float(np.mean((v - np.asarray(rets)) ** 2) / np.var(rets))
+    assert errs[True] < 0.5 * errs[False], errs
+    np.testing.assert_array_equal(logits[True], logits[False])
+    assert float((logits[True].argmax(-1) == np.asarray(acts)).mean()) > 0.8
+    with pytest.raises(ValueError, match="one return per observation"):
+        bc_train(m, obs[:4], acts[:4], epochs=1, lr=1e-3, minibatch_size=8, returns=rets[:3])

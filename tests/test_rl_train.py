@@ -73,10 +73,24 @@ def test_ppo_one_iteration_toy_single(ray_session):
         algo.stop()
 
 
-def test_ppo_one_iteration_toy_cluster_with_curriculum(ray_session):
+def _callback_of(algo):
+    from inferencegym.rl.callbacks import InferenceGymCallbacks
+
+    cbs = algo.callbacks if isinstance(algo.callbacks, list) else [algo.callbacks]
+    return next(c for c in cbs if isinstance(c, InferenceGymCallbacks))
+
+
+def test_ppo_one_iteration_toy_cluster_with_curriculum(ray_session, tmp_path):
+    """The curriculum advances, reaches the envs, and its stage survives a checkpoint restore (the
+    path Tune takes on resume: a fresh Algorithm, then ``load_checkpoint`` -> ``on_checkpoint_loaded``)."""
+    from inferencegym.rl.train import build_ppo_config
+
     cfg = tiny("cluster_routing.yaml", **{"curriculum.enabled": "true",
                                          "curriculum.thresholds": "[0.0, 0.0]",
                                          "curriculum.min_episodes": "1"})
+    stage1 = (cfg.curriculum.load_scale[1], cfg.curriculum.burst_scale[1])
+    stage0 = (cfg.curriculum.load_scale[0], cfg.curriculum.burst_scale[0])
+    assert stage0 != stage1
     result, algo = _train_once(cfg, env=ToyClusterEnv)
     try:
         assert set(result["learners"]) >= {"router_pol"}
@@ -85,29 +99,39 @@ def test_ppo_one_iteration_toy_cluster_with_curriculum(ray_session):
         # grade 0 >= threshold 0 after >= 1 episode: the curriculum moved to stage 1 and told the env
         assert result["curriculum/stage"] == 1
         envs = algo.env_runner.env.envs
-        assert envs and all(e.unwrapped.curriculum == (0.9, 0.75) for e in envs)
+        assert envs and all(e.unwrapped.curriculum == stage1 for e in envs)
+        algo.save_to_path(str(tmp_path / "ckpt"))
     finally:
         algo.stop()
+    fresh = build_ppo_config(cfg, env=ToyClusterEnv).build_algo()
+    try:
+        envs = fresh.env_runner.env.envs
+        assert _callback_of(fresh).stage == 0 and all(e.unwrapped.curriculum == stage0 for e in envs)
+        fresh.load_checkpoint(str(tmp_path / "ckpt"))  # Trainable restore: what Tune calls on resume
+        assert _callback_of(fresh).stage == 1
+        assert all(e.unwrapped.curriculum == stage1 for e in envs)
+    finally:
+        fresh.stop()
 
 
-def test_curriculum_scales_the_task_of_every_env():
+def test_curriculum_calls_the_hook_of_every_env():
     from types import SimpleNamespace
 
     from inferencegym.envs.tasks import get_task
     from inferencegym.rl.callbacks import apply_curriculum
 
-    task = get_task("bursty_workload")
-    envs = [SimpleNamespace(task=task), SimpleNamespace(task=task)]
+    envs = [ToyClusterEnv({}), ToyClusterEnv({})]
     runner = SimpleNamespace(env=SimpleNamespace(envs=envs))
     assert apply_curriculum(runner, 0.5, 0.25) == 2
-    for e in envs:
-        assert e.task.workload.rate_rps == pytest.approx(task.workload.rate_rps * 0.5)
-        assert e.task.workload.burst_rate_rps == pytest.approx(task.workload.burst_rate_rps * 0.125)
-    apply_curriculum(runner, 1.0, 1.0)  # back to the base task, not compounded
-    assert envs[0].task == task
+    assert all(e.curriculum == (0.5, 0.25) for e in envs)
+    apply_curriculum(runner, 1.0, 1.0)
+    assert all(e.curriculum == (1.0, 1.0) for e in envs)
     assert apply_curriculum(SimpleNamespace(env=None), 1.0, 1.0) == 0  # driver runner without env
-    with pytest.raises(AttributeError, match="disable curriculum"):
-        apply_curriculum(SimpleNamespace(env=SimpleNamespace(envs=[object()])), 1.0, 1.0)
+    # no task-swapping fallback: an env without set_curriculum is an error that says how to fix it
+    task_only = SimpleNamespace(task=get_task("bursty_workload"))
+    with pytest.raises(AttributeError, match="disable the curriculum"):
+        apply_curriculum(SimpleNamespace(env=SimpleNamespace(envs=[task_only])), 0.5, 1.0)
+    assert task_only.task == get_task("bursty_workload")
 
 
 def test_tune_run_checkpoint_mlflow_and_policy_loader(ray_session, tmp_path, monkeypatch):

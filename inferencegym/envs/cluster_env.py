@@ -21,7 +21,11 @@ next:
   SLO; recent p90 TBT / TBT SLO; load trend (queue length minus its moving average) / ``ref_batch``;
   outstanding requests / (replica capacity x TTFT SLO) (a load by capacity: roughly the queueing
   delay in SLOs); relative speed (replica capacity / mean replica capacity); prompt fits (1 if the
-  arriving prompt fits in the replica's KV cache). Values are clipped to [-100, 100] (stated clip).
+  arriving prompt fits in the replica's KV cache); estimated time to the arriving request's first
+  token on the replica / TTFT SLO (:mod:`inferencegym.sim.estimates`: queue positions, batch cap,
+  prefill work ahead and the replica's iteration time, every request's remaining output taken as the
+  task's mean output length; what the ``estimated_ttft`` router minimises). Values are clipped to
+  [-100, 100] (stated clip).
 - ``"request"``: Box (5,) float32: prompt tokens / 4096, log1p(prompt) / log1p(32768), tenant
   one-hot (2 slots; tasks have at most 2 tenants), priority.
 - ``"action_mask"``: Box (N,) float32 in {0, 1}: 1 for replicas that are up and can admit the
@@ -60,6 +64,13 @@ limit; the workload continues conceptually). The final step returns observations
 **Arguments** (``config`` dict): ``task_id`` (default ``"cluster_routing"``), ``num_replicas``
 (2..64, default the task's), ``reward`` (dict of :class:`ClusterRewardConfig` fields),
 ``episode_windows`` (override), ``seed`` (default seed of the first reset when none is given).
+
+**Curriculum**: ``env.set_curriculum(load_scale=1.0, burst_scale=1.0)`` scales the requests generated
+at the NEXT ``reset()`` (:meth:`TaskSpec.scaled` of the resized task, whose rates come from
+``load_fraction`` x capacity: arrival rate x load, ON-burst rate x load x burst, mega-prompt rate x
+burst). Observations, rewards, SLOs, the grader and ``env.task`` keep the base task; ``env.curriculum``
+reads the current scales; (1, 1) is exactly the unscaled env. Bad scales raise ValueError and change
+nothing.
 """
 
 from __future__ import annotations
@@ -76,12 +87,13 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from inferencegym.envs.cluster_tasks import (BATCH_CAP_BUCKETS, CHUNK_BUCKETS, KV_FRACTION_BUCKETS,
                                              SPECULATION_BUCKETS, cluster_task, replica_capacity_rps,
                                              replica_hardware)  # noqa: F401
+from inferencegym.envs.curriculum import CurriculumMixin
 from inferencegym.envs.reward import latency_term
 from inferencegym.envs.tasks import TaskSpec
 
 ROUTER_FEATURES: tuple[str, ...] = (
     "queue_len", "oldest_wait", "mean_wait", "running", "kv_occupancy", "p90_ttft", "p90_tbt",
-    "load_trend", "load_by_capacity", "relative_speed", "prompt_fits")
+    "load_trend", "load_by_capacity", "relative_speed", "prompt_fits", "est_ttft")
 """Columns of the router's ``"replicas"`` matrix (see the module docstring for the normalisation)."""
 REQUEST_FEATURES: tuple[str, ...] = ("prompt_norm", "prompt_log", "tenant_0", "tenant_1", "priority")
 """Entries of the router's ``"request"`` vector."""
@@ -179,7 +191,7 @@ def _build_requests(task: TaskSpec, duration_s: float, rng: np.random.Generator)
 
 # ------------------------------------------------------------------------------------------------
 
-class ClusterEnv(MultiAgentEnv):
+class ClusterEnv(CurriculumMixin, MultiAgentEnv):
     """Global router + one agent per replica over the shared simulator (see the module docstring)."""
 
     metadata = {"render_modes": []}
@@ -236,6 +248,10 @@ class ClusterEnv(MultiAgentEnv):
         self._ttft_ref = float(self._ttft_slo.min())
         self._tbt_ref = float(self._tbt_slo.min())
         self._ref_batch = float(task.ref_batch)
+        from inferencegym.envs.episode_workload import mean_output_tokens
+
+        self._expected_out = mean_output_tokens(task.workload)
+        self._iter_s_cache: dict[tuple[int, int], float] = {}
         self._mean_out = 129.0  # output-length normaliser of the replicas' throughput (Azure conv median)
         self.cluster = None
         self._pending = None
@@ -256,7 +272,8 @@ class ClusterEnv(MultiAgentEnv):
         self.np_random = np.random.default_rng(pol_ss)
         task = self.task
         self._episode_s = task.episode_s
-        self.requests = _build_requests(task, self._episode_s, np.random.default_rng(wl_ss))
+        self.requests = _build_requests(self.workload_task(), self._episode_s,
+                                        np.random.default_rng(wl_ss))
         self.cluster = _make_cluster(task, np.random.default_rng(sim_ss))
         self.cluster.submit(self.requests)
         o = dict(task.options)
@@ -392,11 +409,31 @@ class ClusterEnv(MultiAgentEnv):
         out[:, 8] = (q + f[:, 3]) * self._inv_cap_slo
         fits = self._kv_cap_tokens >= (req.prompt_tokens + 1 if req is not None else 0)
         out[:, 10] = fits
+        if req is not None:
+            out[:, 11] = self._est_ttft(req.prompt_tokens)
+        else:
+            out[:, 11] = 0.0
         self._queue_ema += 0.05 * (q - self._queue_ema)
         np.clip(out, -FEATURE_CLIP, FEATURE_CLIP, out=out)
         self._last_raw = f
         self._fits = fits
         return out.astype(np.float32)
+
+    def _est_ttft(self, prompt_tokens: int) -> np.ndarray:
+        """Estimated first-token time of the arriving request on every replica / TTFT SLO
+        (:mod:`inferencegym.sim.estimates`, remaining outputs at the task's mean output length)."""
+        from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
+
+        est = np.empty(self.n)
+        cache = self._iter_s_cache
+        for i, rep in enumerate(self.cluster.replicas):
+            key = (i, rep.cfg.batch_cap)
+            it = cache.get(key)
+            if it is None:
+                it = cache[key] = decode_iteration_s(rep)
+            est[i] = first_token_iterations(rep, prompt_tokens,
+                                            expected_output_tokens=self._expected_out) * it
+        return est / self._ttft_ref
 
     def _update_scale(self) -> None:
         """Normalisers of the simulator's feature columns (the batch cap is per replica)."""

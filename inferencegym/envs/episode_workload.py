@@ -22,6 +22,22 @@ _LOGNORMAL_FITS: dict[str, tuple[float, float, float, float]] = {
     "azure_code": (1469.0, 0.98, 13.0, 1.13),
 }
 
+def mean_output_tokens(spec) -> float:
+    """Mean output length in tokens of a :class:`~inferencegym.envs.tasks.WorkloadSpec`'s requests
+    (lognormal mean ``median * exp(sigma^2 / 2)``, capped at ``max_output_tokens``; mega-prompts
+    not included). A router may know this: it is a property of the workload, not of one request."""
+    import math
+
+    if spec.length_fit == "lognormal":
+        om, osig = spec.output_median_tokens, spec.output_sigma
+    elif spec.length_fit in _LOGNORMAL_FITS:
+        _, _, om, osig = _LOGNORMAL_FITS[spec.length_fit]
+    else:
+        raise ValueError(f"unknown length_fit {spec.length_fit!r}; valid: lognormal, "
+                         f"{', '.join(_LOGNORMAL_FITS)}")
+    return float(min(om * math.exp(osig * osig / 2.0), spec.max_output_tokens))
+
+
 PHASE_NAMES: dict[str, tuple[str, ...]] = {
     "poisson": ("steady",),
     "onoff": ("off", "on"),

@@ -19,15 +19,23 @@ Components (all dimensionless, O(1)):
 - ``cost``: ``-(window GPU cost in USD per 1k produced tokens) / cost reference`` of the task,
   with produced tokens floored at 10 % of the offered tokens (stated floor: keeps it finite).
 - ``quality``: ``-quality_delta / quality reference`` of the quantization tier in use.
+- ``grade``: the task grader split into windows (:func:`grade_term`): the window's in-SLO output
+  tokens (tenant-weighted) over the *nominal* offered tokens of one window, plus the window's cost
+  and quality scores, with the grader's own weights. Its mean over an episode approximates the
+  episode's grade (exactly, when the realised offered load equals the nominal one), so a policy that
+  maximises it maximises the grade. Credit arrives when a request completes (a late request earns
+  nothing), not when it is admitted. Off by default (``w_grade = 0``); the training configs of the
+  single-agent tasks use it alone (docs/training.md: why).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-REWARD_COMPONENTS: tuple[str, ...] = ("throughput", "slo", "kv_band", "preemption", "cost", "quality")
+REWARD_COMPONENTS: tuple[str, ...] = ("throughput", "slo", "kv_band", "preemption", "cost", "quality",
+                                      "grade")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +54,8 @@ class RewardConfig:
     """Weight of ``cost``."""
     w_quality: float = 0.5
     """Weight of ``quality``."""
+    w_grade: float = 0.0
+    """Weight of ``grade`` (the grader split into windows; 0 = off)."""
     slo_bonus: float = 0.25
     """Largest bonus per latency term when p99 latency is far under the SLO."""
     kv_low: float = 0.60
@@ -70,8 +80,10 @@ def latency_term(ratio: float, bonus: float) -> float:
 
 
 def reward_components(raw: Mapping[str, float], *, cost_ref_usd_per_1k: float,
-                      quality_ref_delta: float, config: RewardConfig) -> dict[str, float]:
-    """The named components of one window (see the module docstring)."""
+                      quality_ref_delta: float, config: RewardConfig,
+                      grade: float = 0.0) -> dict[str, float]:
+    """The named components of one window (see the module docstring); ``grade`` is the window's
+    :func:`grade_term` (it needs per-tenant figures the env computes)."""
     offered = raw["offered_tokens"]
     produced = raw["produced_tokens"]
     if offered > 0:
@@ -98,7 +110,29 @@ def reward_components(raw: Mapping[str, float], *, cost_ref_usd_per_1k: float,
     cost = -(raw["window_usd"] / denom_k) / cost_ref_usd_per_1k
     quality = -raw["quality_delta"] / quality_ref_delta
     return {"throughput": throughput, "slo": slo, "kv_band": kv_band, "preemption": preemption,
-            "cost": cost, "quality": quality}
+            "cost": cost, "quality": quality, "grade": float(grade)}
+
+
+def grade_term(*, good_tokens: Sequence[float], tenant_weights: Sequence[float],
+               nominal_weighted_tokens: float, window_usd: float,
+               quality_delta: float, grader: Any) -> float:
+    """The ``grade`` component of one window (see the module docstring).
+
+    ``good_tokens``: output tokens per tenant of requests that completed in this window within both
+    SLOs; ``nominal_weighted_tokens``: tenant-weighted output tokens the task offers per window on
+    average (from its spec, never the realised episode); ``grader``: the task's ``GraderSpec``.
+    The SLO part is not clipped at 1: a window that drains a backlog earns what it serves."""
+    good_w = float(sum(w * g for w, g in zip(tenant_weights, good_tokens)))
+    slo_part = good_w / nominal_weighted_tokens if nominal_weighted_tokens > 0 else 1.0
+    total_good = float(sum(good_tokens))
+    if total_good > 0:
+        cost = window_usd / (total_good / 1000.0)
+        span = grader.cost_bad_usd_per_1k - grader.cost_good_usd_per_1k
+        cost_score = min(1.0, max(0.0, (grader.cost_bad_usd_per_1k - cost) / span))
+    else:
+        cost_score = 0.0  # as the grader: no good tokens, no cost score
+    quality_score = min(1.0, max(0.0, 1.0 - quality_delta / grader.quality_bad_delta))
+    return grader.w_slo * slo_part + grader.w_cost * cost_score + grader.w_quality * quality_score
 
 
 def total_reward(components: Mapping[str, float], config: RewardConfig) -> float:

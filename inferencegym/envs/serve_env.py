@@ -19,7 +19,8 @@ from inferencegym.envs.actions import (
 )
 from inferencegym.envs.episode_workload import EpisodeWorkload, generate_episode_workload
 from inferencegym.envs.graders import EpisodeLog, GradeResult, WindowRecord, grade
-from inferencegym.envs.reward import RewardConfig, reward_components, total_reward
+from inferencegym.envs.curriculum import CurriculumMixin
+from inferencegym.envs.reward import RewardConfig, grade_term, reward_components, total_reward
 from inferencegym.envs.tasks import TaskSpec, get_task
 
 OBS_FEATURES: tuple[str, ...] = (
@@ -82,17 +83,27 @@ def nominal_rates(task: TaskSpec) -> tuple[float, float]:
         rate = p_on * w.burst_rate_rps + (1 - p_on) * w.rate_rps
     else:
         rate = w.rate_rps
-    if w.length_fit == "lognormal":
-        om, osig = w.output_median_tokens, w.output_sigma
-    else:
-        from inferencegym.envs.episode_workload import _LOGNORMAL_FITS
-        _, _, om, osig = _LOGNORMAL_FITS[w.length_fit]
-    mean_out = min(om * math.exp(osig * osig / 2.0), w.max_output_tokens)
+    from inferencegym.envs.episode_workload import mean_output_tokens
+
+    mean_out = mean_output_tokens(w)
     tok = rate * mean_out + w.mega_prompt_rate_per_s * w.mega_prompt_output_tokens
     return rate + w.mega_prompt_rate_per_s, tok
 
 
-class LLMServeEnv(gym.Env):
+def nominal_weighted_window_tokens(task: TaskSpec) -> float:
+    """Tenant-weighted output tokens one control window offers on average (the grader's weights,
+    the task's nominal rates; the denominator of the ``grade`` reward component)."""
+    w = task.workload
+    _, tok_s = nominal_rates(task)
+    weights = [t.grade_weight for t in task.tenants]
+    mega_tok_s = w.mega_prompt_rate_per_s * w.mega_prompt_output_tokens
+    shares = list(w.tenant_shares)[:len(weights)] or [1.0]
+    mean_w = sum(s * x for s, x in zip(shares, weights)) / sum(shares)
+    mega_w = weights[w.mega_prompt_tenant] if 0 <= w.mega_prompt_tenant < len(weights) else 1.0
+    return ((tok_s - mega_tok_s) * mean_w + mega_tok_s * mega_w) * task.window_s
+
+
+class LLMServeEnv(CurriculumMixin, gym.Env):
     """Serving-configuration control of a simulated LLM-inference cluster.
 
     ## Description
@@ -130,9 +141,11 @@ class LLMServeEnv(gym.Env):
     ## Rewards
     A weighted sum of named per-window components (:mod:`inferencegym.envs.reward`): throughput
     relative to offered load, SLO attainment with an unbounded soft penalty past the SLO and a bonus
-    well under it, KV occupancy kept in a 60-85 % band, preemptions, cost and quantization quality.
-    Weights come from :class:`RewardConfig`; every component is in ``info["reward/<name>"]``. The
-    grader (:func:`inferencegym.envs.graders.grade`) is separate and does not use the reward.
+    well under it, KV occupancy kept in a 60-85 % band, preemptions, cost and quantization quality,
+    and (``w_grade``, off by default) ``grade``: the grader split into windows, whose episode mean
+    approximates the grade. Weights come from :class:`RewardConfig`; every component is in
+    ``info["reward/<name>"]``. The grader (:func:`inferencegym.envs.graders.grade`) is computed
+    separately from the episode log and never from the reward.
 
     ## Episode End
     No termination; truncation after ``task.episode_windows`` steps. On the last step ``info`` holds
@@ -143,6 +156,13 @@ class LLMServeEnv(gym.Env):
     episode_windows=None)``: ``task_id`` a registered single-agent task (or a :class:`TaskSpec`),
     ``reward_config`` a :class:`RewardConfig` (or dict of its fields), ``episode_windows`` overrides
     the episode length.
+
+    ## Curriculum
+    ``env.set_curriculum(load_scale=1.0, burst_scale=1.0)`` scales the intensity of the workload
+    generated at the NEXT ``reset()`` (:meth:`TaskSpec.scaled`: arrival rate x load, burst rate x
+    load x burst, mega-prompt rate x burst); the graders, SLOs, observation normalisation (nominal
+    rates) and ``env.task`` keep the base task. ``env.curriculum`` reads the current scales; (1, 1)
+    is exactly the unscaled env. The RLlib curriculum callback calls it on every env runner.
 
     ## Info
     ``sim/<raw>`` raw window figures (:data:`RAW_KEYS`), ``reward/<name>`` components,
@@ -184,6 +204,8 @@ class LLMServeEnv(gym.Env):
         self._tenant_tbt = [t.tbt_slo_s for t in task.tenants]
         self._priority_names = [t.name for t in task.tenants if t.priority == 1]
         self._nominal_rate, self._nominal_tok = nominal_rates(task)
+        self._tenant_weights = [t.grade_weight for t in task.tenants]
+        self._nominal_weighted_tokens = nominal_weighted_window_tokens(task)
         self._cost_ref = task.grader.cost_good_usd_per_1k
         self._quality_ref = task.grader.quality_bad_delta
         self._cluster = None
@@ -237,7 +259,7 @@ class LLMServeEnv(gym.Env):
         self._seed = seed
         # two independent streams derived from the env's np_random (seeded by super().reset)
         s_wl, s_sim = self.np_random.integers(0, 2**63 - 1, size=2)
-        self._wl = generate_episode_workload(self.task, np.random.default_rng(int(s_wl)))
+        self._wl = generate_episode_workload(self.workload_task(), np.random.default_rng(int(s_wl)))
         self._cluster, self._action = self._make_cluster(np.random.default_rng(int(s_sim)))
         self._step = 0
         self._now = 0.0
@@ -322,8 +344,13 @@ class LLMServeEnv(gym.Env):
         stats = self._cluster.window_stats(reset=True)
         self._step = w + 1
         raw, offered_t, good_t = self._window_figures(stats, lo, hi)
+        g_term = grade_term(good_tokens=good_t, tenant_weights=self._tenant_weights,
+                            nominal_weighted_tokens=self._nominal_weighted_tokens,
+                            window_usd=raw["window_usd"], quality_delta=raw["quality_delta"],
+                            grader=t.grader) if self.reward_config.w_grade else 0.0
         comps = reward_components(raw, cost_ref_usd_per_1k=self._cost_ref,
-                                  quality_ref_delta=self._quality_ref, config=self.reward_config)
+                                  quality_ref_delta=self._quality_ref, config=self.reward_config,
+                                  grade=g_term)
         reward = total_reward(comps, self.reward_config)
         self._records.append((w, offered_t, good_t, raw["produced_tokens"], raw["window_usd"],
                               raw["quality_delta"]))

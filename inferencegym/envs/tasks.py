@@ -10,6 +10,8 @@ cluster environment registers its own tasks (``kind="cluster"``) with :func:`reg
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -191,6 +193,30 @@ class TaskSpec:
 
     def option(self, key: str, default: Any = None) -> Any:
         return dict(self.options).get(key, default)
+
+    def scaled(self, *, load_scale: float, burst_scale: float) -> TaskSpec:
+        """A copy with the workload's arrival rates scaled (the training curriculum's intensity):
+        ``rate_rps x load_scale``, ``burst_rate_rps x load_scale x burst_scale`` and
+        ``mega_prompt_rate_per_s x burst_scale``; everything else (SLOs, grader, cluster) unchanged.
+
+        Both scales must be finite and > 0 (ValueError otherwise); ``(1.0, 1.0)`` returns ``self``.
+        """
+        for name, v in (("load_scale", load_scale), ("burst_scale", burst_scale)):
+            try:
+                ok = not isinstance(v, bool) and math.isfinite(float(v)) and float(v) > 0.0
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"{name} must be a finite number > 0 (valid range: 0 < {name} < inf), "
+                                 f"got {v!r}")
+        load, burst = float(load_scale), float(burst_scale)
+        if load == 1.0 and burst == 1.0:
+            return self
+        w = self.workload
+        wl = dataclasses.replace(w, rate_rps=w.rate_rps * load,
+                                 burst_rate_rps=w.burst_rate_rps * load * burst,
+                                 mega_prompt_rate_per_s=w.mega_prompt_rate_per_s * burst)
+        return dataclasses.replace(self, workload=wl)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -12,6 +12,9 @@ request for request.
 - ``least_outstanding_requests``: fewest queued + running requests (ties rotate).
 - ``least_kv_load``: lowest KV load (blocks used + blocks the queued prompts need, over capacity).
 - ``power_of_two_choices``: two distinct replicas at random, the one with fewer outstanding requests.
+- ``estimated_ttft``: earliest estimated first token from observable state
+  (:mod:`inferencegym.sim.estimates` with every request's remaining output set to the task's mean
+  output length): join-the-least-loaded with batch caps, prefill work and GPU speed taken into account.
 - ``clairvoyant_work``: the simulator's clairvoyant router: least outstanding work in tokens
   (remaining prefill + remaining decode, true output lengths).
 - ``clairvoyant``: the upper reference (:class:`EarliestFirstTokenRouter`, written here because the
@@ -34,8 +37,8 @@ from __future__ import annotations
 import numpy as np
 
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
-                                    "least_kv_load", "power_of_two_choices", "clairvoyant",
-                                    "clairvoyant_work")
+                                    "least_kv_load", "power_of_two_choices", "estimated_ttft",
+                                    "clairvoyant", "clairvoyant_work")
 REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random")
 
 
@@ -91,71 +94,74 @@ class SimRouterPolicy:
 class EarliestFirstTokenRouter:
     """``clairvoyant``: earliest estimated first token, from true output lengths (see module doc).
 
-    Per allowed replica, in units of its decode-iteration time (``decode_step_time_s`` at its batch
-    cap and 1k context, so faster GPUs count faster): slots free when a running request has produced
-    its remaining tokens; queued requests take the earliest free slots in order and hold them for
-    their prefill plus output; the new request starts at the next free slot. Estimated TTFT = (start
-    + the chunked-prefill iterations of the prompts ahead of it and its own) x iteration time. Ties
-    go to fewer outstanding requests, then the lower index.
+    Per allowed replica, :func:`inferencegym.sim.estimates.first_token_iterations` with the true
+    remaining outputs (slots free when running requests finish; queued requests take the earliest
+    free slots; then the chunked prefill work ahead), times the replica's decode-iteration time at
+    its batch cap (faster GPUs count faster). Ties go to fewer outstanding requests, then the lower
+    index.
     """
 
     name = "clairvoyant"
 
     def __init__(self) -> None:
         self._env = None
-        self._iter_s: list[float] | None = None
+        self._iter_s: dict[tuple[int, int], float] = {}
 
     def bind(self, env) -> "EarliestFirstTokenRouter":
         self._env = env
-        self._iter_s = None
+        self._iter_s = {}
         return self
 
     def reset(self, seed: int | None = None) -> None:
-        self._iter_s = None
+        self._iter_s = {}
 
-    def _iteration_s(self, cluster) -> list[float]:
-        if self._iter_s is None:
-            self._iter_s = [float(rep.model.decode_step_time_s(batch_size=rep.cfg.batch_cap,
-                                                               context_tokens=1024))
-                            for rep in cluster.replicas]
-        return self._iter_s
+    def _expected_output(self, env) -> float | None:
+        return None  # clairvoyant: the true remaining output of every request
+
+    def _iteration_s(self, i: int, rep) -> float:
+        from inferencegym.sim.estimates import decode_iteration_s
+
+        key = (i, rep.cfg.batch_cap)
+        v = self._iter_s.get(key)
+        if v is None:
+            v = self._iter_s[key] = decode_iteration_s(rep)
+        return v
 
     def act(self, obs: dict, info: dict | None = None) -> int:
-        import heapq
+        from inferencegym.sim.estimates import first_token_iterations
 
         env = self._env
         if env is None:
-            raise ValueError("router policy 'clairvoyant' is not bound to a ClusterEnv; call "
+            raise ValueError(f"router policy {self.name!r} is not bound to a ClusterEnv; call "
                              "policy.bind(env) (it reads the simulator's state)")
         req = env.pending_request
         if req is None:
-            raise ValueError("router policy 'clairvoyant' asked to act but no request is waiting")
+            raise ValueError(f"router policy {self.name!r} asked to act but no request is waiting")
         cluster = env.cluster
         cluster.sync()
-        it = self._iteration_s(cluster)
+        expected = self._expected_output(env)
         best, best_key = -1, None
         for i in _allowed(obs):
             rep = cluster.replicas[i]
-            chunk = max(1, rep.cfg.chunk_size)
-            cap = rep.cfg.batch_cap
-            slots = [0.0] * max(0, cap - len(rep.running))
-            prefill_ahead = 0
-            for r in rep.running:
-                left = max(0, r.prefill_target - r.prefilled_tokens)
-                prefill_ahead += left
-                slots.append(left / chunk + (r.output_tokens - r.generated_tokens))
-            heapq.heapify(slots)
-            for q in (rep.prio_waiting, rep.waiting):
-                for r in q:
-                    t = heapq.heappop(slots) if slots else 0.0
-                    prefill_ahead += r.prompt_tokens
-                    heapq.heappush(slots, t + r.prompt_tokens / chunk + r.output_tokens)
-            start = slots[0] if slots else 0.0
-            est = (start + (prefill_ahead + req.prompt_tokens) / chunk) * it[i]
-            key = (est, rep.outstanding(), i)
+            est = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=expected)
+            key = (est * self._iteration_s(i, rep), rep.outstanding(), i)
             if best_key is None or key < best_key:
                 best, best_key = i, key
         return int(best)
+
+
+class EstimatedTTFTRouter(EarliestFirstTokenRouter):
+    """``estimated_ttft``: the same earliest-first-token rule from observable state only: every
+    request's remaining output is the task's mean output length (a router does not know output
+    lengths), the rest (queues, batch caps, prefill work ahead, per-replica iteration time) is what
+    a real router can see or measure."""
+
+    name = "estimated_ttft"
+
+    def _expected_output(self, env) -> float | None:
+        from inferencegym.envs.episode_workload import mean_output_tokens
+
+        return mean_output_tokens(env.task.workload)
 
 
 class StaticReplica:
@@ -196,6 +202,8 @@ def get_router_policy(name: str):
         raise ValueError(f"unknown router policy {name!r}; valid: {', '.join(ROUTER_POLICIES)}")
     if name == "clairvoyant":
         return EarliestFirstTokenRouter()
+    if name == "estimated_ttft":
+        return EstimatedTTFTRouter()
     if name == "clairvoyant_work":
         p = SimRouterPolicy("clairvoyant")
         p.name = "clairvoyant_work"

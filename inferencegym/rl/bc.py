@@ -35,11 +35,33 @@ def _index(obs: Any, idx: Any) -> Any:
     return obs[idx]
 
 
+def discounted_returns(rewards: list[float], episode_ends: list[bool], gamma: float) -> np.ndarray:
+    """Reward-to-go ``G_t = r_t + gamma * G_{t+1}`` of each step, restarting after every step with
+    ``episode_ends[t]`` True (the episode's last step: nothing is bootstrapped past it)."""
+    if len(rewards) != len(episode_ends):
+        raise ValueError(f"need one episode_ends flag per reward; got {len(rewards)} rewards and "
+                         f"{len(episode_ends)} flags")
+    out = np.zeros(len(rewards))
+    g = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        if episode_ends[t]:
+            g = 0.0
+        g = float(rewards[t]) + gamma * g
+        out[t] = g
+    return out
+
+
 def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs: int, lr: float,
-             minibatch_size: int, seed: int = 0) -> list[float]:
+             minibatch_size: int, seed: int = 0, returns: Any = None) -> list[float]:
     """Supervised NLL of ``actions`` under ``module``; returns the mean loss of each epoch.
 
-    Minibatch order comes from ``numpy.random.default_rng(seed)``."""
+    Minibatch order comes from ``numpy.random.default_rng(seed)``. With ``returns`` (the
+    demonstrations' discounted reward-to-go, one per observation) the module's value function is
+    fitted too, in a separate optimiser step per minibatch (``compute_values`` on the encoder's
+    detached embeddings, so only the value head learns from it; squared error over the returns'
+    variance; the reported loss is the sum):
+    PPO then starts with a critic that knows what the cloned policy is worth, instead of a random
+    one whose advantage estimates undo the cloned policy in the first iterations."""
     import torch
     from ray.rllib.core.columns import Columns
 
@@ -48,9 +70,17 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
                          f"observations and {len(actions)} actions")
     obs = _stack_obs(observations)
     act = torch.as_tensor(np.asarray(actions))
+    ret = None
+    if returns is not None:
+        ret = torch.as_tensor(np.asarray(returns, dtype=np.float32))
+        if ret.shape[0] != len(actions):
+            raise ValueError(f"need one return per observation; got {ret.shape[0]} returns and "
+                             f"{len(actions)} observations")
+        ret_var = max(float(ret.var()) if ret.numel() > 1 else 1.0, 1e-6)
     dist_cls = module.get_train_action_dist_cls()
     params = [p for p in module.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
+    opt_v = torch.optim.Adam(params, lr=lr)  # value step (only parameters that get a gradient move)
     rng = np.random.default_rng(seed)
     n = len(actions)
     losses = []
@@ -60,13 +90,25 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
         tot, cnt = 0.0, 0
         for s in range(0, n, minibatch_size):
             idx = torch.as_tensor(order[s:s + minibatch_size])
-            out = module.forward_train({Columns.OBS: _index(obs, idx)})
+            batch = {Columns.OBS: _index(obs, idx)}
+            out = module.forward_train(batch)
             dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
             loss = -dist.logp(act[idx]).mean()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
+            if ret is not None:
+                # the value head learns on the policy's (detached) features with its own optimiser
+                # step: the shared encoder and the gradient clipping stay the imitation loss's
+                emb = out.get(Columns.EMBEDDINGS)
+                v = module.compute_values(batch, embeddings=emb.detach() if emb is not None else None)
+                v_loss = ((v - ret[idx]) ** 2).mean() / ret_var
+                opt_v.zero_grad()
+                v_loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt_v.step()
+                loss = loss + v_loss.detach()
             tot += float(loss.detach()) * len(idx)
             cnt += len(idx)
         losses.append(tot / cnt)
@@ -75,9 +117,12 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
 
 def collect_single(env: Any, act_fn: Callable[[Any, dict], Any], *, episodes: int, seed: int,
                    encode: Callable[[Any], Any]) -> tuple[list, list]:
-    """Roll out ``act_fn`` (raw-env action) on a flat-action env; returns (obs, flat actions)."""
+    """Roll out ``act_fn`` (raw-env action) on a flat-action env; returns (obs, flat actions,
+    rewards, episode-end flags), one entry per step."""
     obs_l: list = []
     act_l: list = []
+    rew_l: list = []
+    end_l: list = []
     for ep in range(episodes):
         obs, info = env.reset(seed=seed + ep)
         done = False
@@ -86,16 +131,21 @@ def collect_single(env: Any, act_fn: Callable[[Any, dict], Any], *, episodes: in
             flat = encode(raw)
             obs_l.append(obs)
             act_l.append(flat)
-            obs, _, term, trunc, info = env.step(flat)
+            obs, reward, term, trunc, info = env.step(flat)
             done = term or trunc
-    return obs_l, act_l
+            rew_l.append(float(reward))
+            end_l.append(bool(done))
+    return obs_l, act_l, rew_l, end_l
 
 
 def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple[list, list]:
     """Roll out a cluster policy (``act_all``; e.g. ``least_outstanding_requests`` with static
-    replicas) on the ClusterEnv; returns the router's (obs, action) pairs."""
+    replicas) on the ClusterEnv; returns the router's observations, actions, rewards (the reward of
+    the interval that follows each decision, as the env pays it) and episode-end flags."""
     obs_l: list = []
     act_l: list = []
+    rew_l: list = []
+    end_l: list = []
     if hasattr(policy, "bind"):
         policy.bind(env)
     for ep in range(episodes):
@@ -104,13 +154,22 @@ def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple
         obs, infos = env.reset(seed=seed + ep)
         while True:
             actions = policy.act_all(obs, infos)
-            if "router" in obs:
+            acted = "router" in obs
+            if acted:
                 obs_l.append(obs["router"])
                 act_l.append(int(actions["router"]))
-            obs, _, terms, truncs, infos = env.step(actions)
-            if terms.get("__all__") or truncs.get("__all__"):
+            obs, rewards, terms, truncs, infos = env.step(actions)
+            done = bool(terms.get("__all__") or truncs.get("__all__"))
+            if acted:
+                rew_l.append(float(rewards.get("router", 0.0)))
+                end_l.append(False)
+            elif rew_l and "router" in rewards:  # paid without a decision (e.g. at episode end)
+                rew_l[-1] += float(rewards["router"])
+            if done:
+                if end_l:
+                    end_l[-1] = True
                 break
-    return obs_l, act_l
+    return obs_l, act_l, rew_l, end_l
 
 
 def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, str]:
@@ -131,7 +190,7 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
         from inferencegym.envs.actions import ServeAction, action_to_flat
 
         e = make_single_env(env_config)
-        obs, acts = collect_single(e, lambda o, i: baseline.act(o, i), episodes=b.episodes, seed=b.seed,
+        obs, acts, rews, ends = collect_single(e, lambda o, i: baseline.act(o, i), episodes=b.episodes, seed=b.seed,
                                    encode=lambda a: action_to_flat(ServeAction.from_any(a)))
         mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space
     else:
@@ -141,12 +200,15 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
         if "router" not in cfg.policy_mapping:
             raise ValueError("BC for the cluster env imitates the router; policy_mapping has no 'router'")
         mid = cfg.policy_mapping["router"]
-        obs, acts = collect_cluster(e, get_cluster_policy(b.baseline), episodes=b.episodes, seed=b.seed)
+        obs, acts, rews, ends = collect_cluster(e, get_cluster_policy(b.baseline), episodes=b.episodes,
+                                                seed=b.seed)
         obs_space, act_space = e.observation_spaces["router"], e.action_spaces["router"]
     m = cfg.modules[mid]
     module = RLModuleSpec(module_class=module_class(m.type), observation_space=obs_space,
                           action_space=act_space, model_config=dict(m.model_config_)).build()
-    losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size, seed=cfg.seed)
+    returns = discounted_returns(rews, ends, cfg.ppo.gamma) if b.value_warmup else None
+    losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
+                      seed=cfg.seed, returns=returns)
     path = out / mid
     module.save_to_path(str(path))
     (out / "bc_losses.txt").write_text("\n".join(f"{x:.6f}" for x in losses) + "\n")

@@ -20,8 +20,13 @@ Metrics (all per episode, windowed means in ``result["env_runners"]``):
 
 Curriculum: the driver keeps the stage; when the windowed mean of ``metric`` passes the stage's
 threshold (after ``min_episodes`` episodes in the stage) it moves to the next stage and applies it
-(:func:`set_env_curriculum`) to every env of every EnvRunner through ``foreach_env_runner``; it
-re-applies the stage in ``on_env_runners_recreated`` (a restarted runner has lost it).
+(:func:`set_env_curriculum`: the env's ``set_curriculum(load_scale=, burst_scale=)`` hook) to every
+env of every EnvRunner through ``foreach_env_runner``; it re-applies the stage in
+``on_env_runners_recreated`` (a restarted runner has lost it). The stage and the episodes counted in
+it are also logged every iteration to the Algorithm's MetricsLogger (``STAGE_KEY``,
+``EPISODES_KEY``, ``reduce="item"``), which RLlib checkpoints with the Algorithm; after a restore
+(Tune resume -> ``Algorithm.load_checkpoint``) ``on_checkpoint_loaded`` reads them back and
+re-applies the stage to every runner.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ from inferencegym.rl.config import CurriculumSettings, SafetySettings
 
 METRIC_PREFIXES = ("grade/", "slo/", "tenant", "cluster/", "episode/")
 WINDOW = 50
+STAGE_KEY = "curriculum/stage"
+"""MetricsLogger key of the curriculum stage (checkpointed with the Algorithm's metrics)."""
+EPISODES_KEY = "curriculum/episodes_in_stage"
+"""MetricsLogger key of the episodes counted in the current stage."""
 
 
 def iter_sub_envs(env_runner: Any) -> list[Any]:
@@ -66,36 +75,20 @@ def _find_hook(env: Any, name: str) -> Any:
     return fn if callable(fn) else None
 
 
-def scale_task(task: Any, load_scale: float, burst_scale: float) -> Any:
-    """A copy of a frozen ``TaskSpec`` with its workload's arrival rates scaled: ``rate_rps`` by
-    ``load_scale``; ``burst_rate_rps`` and ``mega_prompt_rate_per_s`` by ``load_scale * burst_scale``."""
-    import dataclasses
-
-    wl = task.workload
-    new_wl = dataclasses.replace(
-        wl, rate_rps=wl.rate_rps * load_scale,
-        burst_rate_rps=wl.burst_rate_rps * load_scale * burst_scale,
-        mega_prompt_rate_per_s=wl.mega_prompt_rate_per_s * burst_scale)
-    return dataclasses.replace(task, workload=new_wl)
-
-
 def set_env_curriculum(env: Any, load_scale: float, burst_scale: float) -> None:
-    """Curriculum on one env: its own ``set_curriculum(load_scale=, burst_scale=)`` if it has one,
-    else the env's ``task`` (read at every ``reset``) is replaced by :func:`scale_task` of the task
-    it was built with; the new intensity applies from the next episode."""
+    """Curriculum on one env: calls its ``set_curriculum(load_scale=, burst_scale=)`` hook (found
+    through wrapper chains); the new intensity applies from the env's next ``reset()``.
+
+    An env without the hook raises AttributeError (InferenceGym's ``LLMServeEnv`` and ``ClusterEnv``
+    have it; for another env, implement it or set ``curriculum.enabled: false``)."""
     fn = _find_hook(env, "set_curriculum")
-    if fn is not None:
-        fn(load_scale=float(load_scale), burst_scale=float(burst_scale))
-        return
-    base = getattr(env, "_curriculum_base_task", None)
-    if base is None:
-        base = getattr(env, "task", None)
-        if base is None or not hasattr(base, "workload"):
-            raise AttributeError(f"curriculum is enabled but env {type(env).__name__} has neither "
-                                 "set_curriculum(load_scale=, burst_scale=) nor a TaskSpec 'task'; "
-                                 "disable curriculum in the config")
-        env._curriculum_base_task = base
-    env.task = scale_task(base, float(load_scale), float(burst_scale))
+    if fn is None:
+        raise AttributeError(
+            f"curriculum is enabled but env {type(env).__name__} has no "
+            "set_curriculum(load_scale=, burst_scale=) method (InferenceGym's LLMServeEnv and ClusterEnv "
+            "have one); implement it on the env or disable the curriculum "
+            "(curriculum.enabled: false in the config, or --set curriculum.enabled=false)")
+    fn(load_scale=float(load_scale), burst_scale=float(burst_scale))
 
 
 def apply_curriculum(env_runner: Any, load_scale: float, burst_scale: float) -> int:
@@ -240,6 +233,33 @@ class InferenceGymCallbacks(RLlibCallback):
         if self.curriculum.enabled:
             self._apply_all(algorithm)
 
+    def _save_stage(self, metrics_logger: Any) -> None:
+        """Log the stage to the Algorithm's MetricsLogger, which RLlib checkpoints (``"item"``: the
+        last value, kept until the next iteration's reduce, i.e. across the checkpoint Tune takes
+        after ``train()``)."""
+        if metrics_logger is None:
+            return
+        metrics_logger.log_value(STAGE_KEY, int(self.stage), reduce="item")
+        metrics_logger.log_value(EPISODES_KEY, int(self.episodes_in_stage), reduce="item")
+
+    def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
+        """After a restore through ``Algorithm.load_checkpoint`` (what Tune's resume and
+        ``Trainable.restore`` call; RLlib 2.60 does not fire this hook from ``restore_from_path`` or
+        ``from_checkpoint``): read the stage back from the restored MetricsLogger and re-apply it to
+        every env runner. A checkpoint without a stage (curriculum off when saved) gives stage 0; a
+        stage beyond this config's stages is clamped to the last one."""
+        if not self.curriculum.enabled:
+            return
+        metrics = getattr(algorithm, "metrics", None)
+        stage = _numeric(metrics.peek(STAGE_KEY, default=0)) if metrics is not None else None
+        if stage is None:
+            return
+        episodes = _numeric(metrics.peek(EPISODES_KEY, default=0)) or 0.0
+        self.stage = min(max(int(stage), 0), len(self.curriculum.load_scale) - 1)
+        self.episodes_in_stage = max(int(episodes), 0)
+        self._save_stage(metrics)
+        self._apply_all(algorithm)
+
     def on_env_runners_recreated(self, *, algorithm: Any, env_runner_group: Any,
                                  env_runner_indices: list[int], is_evaluation: bool, **kwargs: Any) -> None:
         if self.curriculum.enabled and not is_evaluation:
@@ -260,6 +280,10 @@ class InferenceGymCallbacks(RLlibCallback):
                 self.episodes_in_stage = 0
                 self._apply_all(algorithm)
         load, burst = self._scales() if c.enabled else (1.0, 1.0)
+        if c.enabled:
+            ml = metrics_logger if metrics_logger is not None else getattr(algorithm, "metrics", None)
+            self._save_stage(ml)
+            result[EPISODES_KEY] = self.episodes_in_stage
         result["curriculum/stage"] = self.stage
         result["curriculum/load_scale"] = load
         result["curriculum/burst_scale"] = burst

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 DEFAULT_BASELINES = {
     "single": ["static_default", "heuristic", "best_static"],
-    "cluster": ["round_robin", "least_outstanding_requests"],
+    "cluster": ["round_robin", "least_outstanding_requests", "estimated_ttft"],
 }
 
 

@@ -149,6 +149,9 @@ class BCSettings(_Strict):
     lr: float = Field(default=1e-3, gt=0)
     minibatch_size: int = Field(default=256, ge=8)
     seed: int = Field(default=10_000, description="first seed of the demonstration episodes")
+    value_warmup: bool = Field(default=True, description="also fit the value function to the "
+                               "demonstrations' discounted returns (a critic that knows the cloned "
+                               "policy's worth; without it PPO's first updates undo the cloning)")
 
 
 class StopSettings(_Strict):

@@ -1,0 +1,60 @@
+"""Estimated time to first token of a request on a replica, from the replica's state.
+
+One job: replay a replica's slot releases to estimate when a newly arriving request would produce
+its first token there. Used by the routers ``estimated_ttft`` (observable state only) and
+``clairvoyant`` (true output lengths), and by the cluster env's ``est_ttft`` router feature.
+
+Model (in units of one decode iteration of the replica, so a faster GPU counts faster):
+
+- the replica runs at most ``batch_cap`` sequences; a free slot is available now;
+- a running request frees its slot after its remaining prefill chunks plus its remaining output
+  tokens; a queued request takes the earliest free slot, in queue order (priority queue first), and
+  holds it for its prefill chunks plus its output tokens;
+- the new request starts at the earliest free slot after the queue, and its first token comes after
+  the chunked prefill of every prompt ahead of it and its own
+  (``(prefill tokens ahead + prompt) / chunk`` iterations).
+
+A request's output length is unknown to a real router: with ``expected_output_tokens`` given, every
+request's remaining output is taken as that expectation (memoryless: the same for a request that has
+already produced tokens), which uses only what a router observes; with ``None``, the true remaining
+output is used (clairvoyant; no learning agent sees it). The estimate ignores preemptions, KV
+limits, and speculative decoding (stated simplifications).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+
+def first_token_iterations(rep: Any, prompt_tokens: int, *,
+                           expected_output_tokens: float | None) -> float:
+    """Estimated iterations until a new request of ``prompt_tokens`` would emit its first token on
+    replica ``rep`` (a :class:`inferencegym.sim.replica.Replica`; see the module docstring)."""
+    chunk = max(1, rep.cfg.chunk_size)
+    cap = rep.cfg.batch_cap
+    running = rep.running
+    slots = [0.0] * max(0, cap - len(running))
+    ahead = 0
+    clair = expected_output_tokens is None
+    for r in running:
+        left = r.prefill_target - r.prefilled_tokens
+        if left < 0:
+            left = 0
+        ahead += left
+        rem = (r.output_tokens - r.generated_tokens) if clair else expected_output_tokens
+        slots.append(left / chunk + rem)
+    heapq.heapify(slots)
+    for q in (rep.prio_waiting, rep.waiting):
+        for r in q:
+            t = heapq.heappop(slots) if slots else 0.0
+            ahead += r.prompt_tokens
+            out = r.output_tokens if clair else expected_output_tokens
+            heapq.heappush(slots, t + r.prompt_tokens / chunk + out)
+    start = slots[0] if slots else 0.0
+    return start + (ahead + prompt_tokens) / chunk
+
+
+def decode_iteration_s(rep: Any) -> float:
+    """The replica's decode-iteration time at its batch cap and a 1k-token context (seconds)."""
+    return float(rep.model.decode_step_time_s(batch_size=rep.cfg.batch_cap, context_tokens=1024))
