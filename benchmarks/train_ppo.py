@@ -34,6 +34,8 @@ def main() -> None:
     ap.add_argument("--set", dest="sets", action="append", default=[], help="config override a.b=v")
     ap.add_argument("--tag", default="", help="suffix of the record / experiment name (ablations)")
     ap.add_argument("--export-pretrained", action="store_true")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the interrupted experiment of the same name (Tuner.restore; same options)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs to a file)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "training"))
     ap.add_argument("--report", default=str(REPO / "reports" / "training"))
@@ -54,7 +56,8 @@ def main() -> None:
         rec_path = Path(args.out) / f"{task}{suffix}.json"
         record = train_and_compare(cfg, config_path=str(path.relative_to(REPO)), episodes=args.episodes,
                                    seed=args.seed, baselines=args.baselines.split(",") if args.baselines else None,
-                                   command=command, record_path=rec_path, progress=not args.no_progress)
+                                   command=command, record_path=rec_path, progress=not args.no_progress,
+                                   resume=args.resume)
         if args.export_pretrained and not suffix:
             export_pretrained(record["module_dir"], cfg, REPO / "inferencegym" / "data" / "pretrained" / task,
                               extra={"train": {k: record["train"][k] for k in ("env_steps", "train_time_s", "seed")},

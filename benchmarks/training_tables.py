@@ -8,7 +8,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
+from scipy import stats
+
 REPO = Path(__file__).resolve().parents[1]
+
+
+def paired(a, b, *, higher: bool, fmt: str = "+.3f") -> str:
+    """Mean of a - b over paired seeds with a 95% t-interval, and how often a is better."""
+    if not a or not b or len(a) != len(b):
+        return "n/a"
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    n = len(d)
+    half = float(stats.t.ppf(0.975, n - 1) * d.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    better = int((d > 0).sum() if higher else (d < 0).sum())
+    return f"{d.mean():{fmt}} ± {half:.3f} (better on {better}/{n})"
 
 
 def main() -> None:
@@ -25,14 +39,26 @@ def main() -> None:
         print(f"\n### {r['name']} ({r['task']}; {rows[0]['episodes']} held-out seeds "
               f"{rows[0]['seeds'][0]}..{rows[0]['seeds'][-1]})\n")
         print(table_markdown(rows))
-        base = {x["policy"]: x for x in rows[1:]}
-        ppo = rows[0]
-        for name, b in base.items():
-            if ppo.get("ttft_p99_s") and b.get("ttft_p99_s"):
-                d = 100.0 * (b["ttft_p99_s"] - ppo["ttft_p99_s"]) / b["ttft_p99_s"]
-                print(f"- p99 TTFT vs {name}: {d:+.1f}% (positive = PPO lower); grade difference "
-                      f"{ppo['score_mean'] - b['score_mean']:+.3f}")
+        ppos = [x for x in rows if x["policy"].startswith("ppo")]
+        base = [x for x in rows if not x["policy"].startswith("ppo")]
+        for ppo in ppos:
+            print(f"\nPaired on the same seeds, `{ppo['policy']}` minus each baseline (mean, 95% t-interval, "
+                  f"seeds where PPO is better):\n")
+            for b in base:
+                line = f"- vs {b['policy']}: grade {paired(ppo.get('scores'), b.get('scores'), higher=True)}"
+                pt = (ppo.get("per_seed") or {}).get("ttft_p99_s")
+                bt = (b.get("per_seed") or {}).get("ttft_p99_s")
+                if pt and bt:
+                    rel = 100.0 * (np.mean(pt) - np.mean(bt)) / np.mean(bt)
+                    line += f"; p99 TTFT {paired(pt, bt, higher=False, fmt='.3f')} s ({rel:+.1f}% of the mean)"
+                print(line)
         print(f"\nCommand: `{r.get('command')}`")
+        sel = r.get("selection")
+        if sel:
+            print(f"\nCheckpoint selection (`{sel['command']}`): greedy grade on validation seeds "
+                  f"{sel['val_seed']}..{sel['val_seed'] + sel['val_episodes'] - 1} per checkpoint: "
+                  + ", ".join(f"{e['checkpoint'][-3:]}@it{e['iteration']}: {e['val_score_mean']:.3f}"
+                              for e in sel["table"]) + f"; selected {sel['selected']}.")
 
 
 if __name__ == "__main__":

@@ -294,3 +294,23 @@ def test_restored_stage_is_clamped_to_the_configured_stages():
     env = _cluster(episode_windows=2)
     cb.on_checkpoint_loaded(algorithm=_fake_algorithm(metrics, [env]))
     assert cb.stage == 1 and env.curriculum == (1.0, 1.0)
+
+
+def test_iteration_without_finished_episodes_is_not_an_error():
+    """Long cluster episodes: an iteration may end no episode, and RLlib then reports NaN counts."""
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    cb = _callbacks(min_episodes=2)
+    metrics = MetricsLogger(root=True)
+    env = _cluster(episode_windows=2)
+    algo = _fake_algorithm(metrics, [env])
+    nan = float("nan")
+    result = {"env_runners": {"num_episodes": nan, "grade/score": nan,
+                              "safety/runaway_queue_count": nan, "safety/latency_over_slo_count": nan}}
+    cb.on_train_result(algorithm=algo, metrics_logger=metrics, result=result)
+    assert cb.stage == 0 and cb.episodes_in_stage == 0
+    assert result["safety/runaway_queue_episodes"] == 0.0 and result["safety/latency_over_slo_episodes"] == 0.0
+    cb.on_train_result(algorithm=algo, metrics_logger=metrics,
+                       result={"env_runners": {"num_episodes": 2, "grade/score": 0.5,
+                                               "safety/runaway_queue_count": 1.0}})
+    assert cb.stage == 1 and cb.safety_totals["runaway_queue"] == 1.0

@@ -268,11 +268,12 @@ class InferenceGymCallbacks(RLlibCallback):
     def on_train_result(self, *, algorithm: Any, metrics_logger: Any = None, result: dict, **kwargs: Any) -> None:
         er = result.get("env_runners", {}) or {}
         for k in self.safety_totals:
-            self.safety_totals[k] += float(er.get(f"safety/{k}_count", 0.0) or 0.0)
+            # NaN when no episode ended in this iteration (long cluster episodes): counts as 0
+            self.safety_totals[k] += _numeric(er.get(f"safety/{k}_count")) or 0.0
             result[f"safety/{k}_episodes"] = self.safety_totals[k]
         c = self.curriculum
         if c.enabled:
-            self.episodes_in_stage += int(er.get("num_episodes", 0) or 0)
+            self.episodes_in_stage += int(_numeric(er.get("num_episodes")) or 0)
             value = _numeric(er.get(c.metric))
             if (self.stage < len(c.thresholds) and value is not None
                     and self.episodes_in_stage >= c.min_episodes and value >= c.thresholds[self.stage]):

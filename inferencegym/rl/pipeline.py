@@ -44,14 +44,16 @@ def progress_csv(checkpoint: str | None) -> str | None:
 def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed: int,
                       baselines: list[str] | None, storage: str | Path | None = None,
                       command: str | None = None, progress: bool = True,
-                      record_path: str | Path | None = None) -> dict[str, Any]:
+                      record_path: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
     """Train ``cfg`` (Tune + MLflow), evaluate the greedy policy and the baselines on ``episodes``
-    held-out seeds from ``seed``; returns (and optionally writes) the run record."""
+    held-out seeds from ``seed``; returns (and optionally writes) the run record. ``resume``
+    continues an interrupted experiment of the same name (``Tuner.restore``) instead of starting it
+    again."""
     from inferencegym.rl.compare import compare
     from inferencegym.rl.policy_loader import load_checkpoint
     from inferencegym.rl.train import run_training
 
-    out = run_training(cfg, storage_path=storage, progress=progress, config_path=config_path)
+    out = run_training(cfg, storage_path=storage, progress=progress, config_path=config_path, resume=resume)
     m = out.metrics
     steps = float(m.get("num_env_steps_sampled_lifetime") or 0.0)
     t = float(m.get("time_total_s") or 0.0)
