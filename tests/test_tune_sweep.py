@@ -62,10 +62,12 @@ def test_apply_params_reward_and_ppo():
     from inferencegym.rl.config import load_config
 
     cfg = load_config(REPO / "rllib_configs" / "bursty_workload.yaml")
+    base_reward = dict(cfg.env_config["reward_config"])  # the config's own (grade-aligned) reward
+    assert base_reward["w_grade"] == 1.0 and base_reward["w_slo"] == 0.0
     out = apply_params(cfg, {"reward.w_slo": 2.5, "ppo.lr": 1e-4, "ppo.lambda": 0.9})
-    assert out.env_config["reward_config"] == {"w_slo": 2.5}
+    assert out.env_config["reward_config"] == {**base_reward, "w_slo": 2.5}  # swept weight on top
     assert out.ppo.lr == 1e-4 and out.ppo.lambda_ == 0.9
-    assert cfg.env_config == {} and cfg.ppo.lambda_ == 0.95  # the base config is untouched
+    assert cfg.env_config["reward_config"] == base_reward and cfg.ppo.lambda_ == 0.95  # base untouched
     with pytest.raises(TypeError):
         apply_params(cfg, {"reward.w_slo_typo": 1.0})
 
