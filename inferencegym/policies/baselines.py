@@ -143,13 +143,18 @@ class HeuristicPolicy:
                            priority_routing=self.prio)
 
 
-@lru_cache(maxsize=1)
-def _best_static_table() -> dict[str, Any]:
+@lru_cache(maxsize=4)
+def _data_table(filename: str) -> dict[str, Any]:
+    """A shipped JSON table of ``inferencegym/data`` ({} when it is not there)."""
     try:
-        text = resources.files("inferencegym").joinpath("data", "best_static.json").read_text()
+        text = resources.files("inferencegym").joinpath("data", filename).read_text()
     except (FileNotFoundError, ModuleNotFoundError):
         return {}
     return json.loads(text)
+
+
+def _best_static_table() -> dict[str, Any]:
+    return _data_table("best_static.json")
 
 
 def best_static_action(task_id: str) -> ServeAction:
@@ -162,13 +167,8 @@ def best_static_action(task_id: str) -> ServeAction:
     return ServeAction(**table[task_id]["action"])
 
 
-@lru_cache(maxsize=1)
 def _clairvoyant_table() -> dict[str, Any]:
-    try:
-        text = resources.files("inferencegym").joinpath("data", "clairvoyant.json").read_text()
-    except (FileNotFoundError, ModuleNotFoundError):
-        return {}
-    return json.loads(text)
+    return _data_table("clairvoyant.json")
 
 
 class ClairvoyantPolicy:
