@@ -22,6 +22,7 @@ from .metrics import (TBTRecorder, TenantWindowStats, WindowStats, pct, pdict,
 from .replica import IDLE, RUN, Replica
 from .request import Request
 from .router import make_router
+from .slo import meets_slo
 
 EV_STEP, EV_TRANSFER, EV_ARRIVAL = 0, 1, 2
 
@@ -532,8 +533,7 @@ class Cluster:
         return ws
 
     def _meets_slo(self, r: Request) -> bool:
-        t = self.config.tenants[r.tenant]
-        return (r.first_token_s - r.arrival_s <= t.ttft_slo_s) and (r.tpot_s <= t.tbt_slo_s)
+        return meets_slo(r, self.config.tenants[r.tenant])
 
     def _reset_window(self) -> None:
         self._win_start = self.now_s

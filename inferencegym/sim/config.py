@@ -29,7 +29,8 @@ class TenantSpec:
     ttft_slo_s: float = 2.0
     """Time-to-first-token target in seconds."""
     tbt_slo_s: float = 0.2
-    """Time-between-tokens target in seconds (checked against the request's mean TBT, i.e. TPOT)."""
+    """Time-per-output-token target in seconds: the request's mean gap between output tokens (TPOT),
+    as DistServe and vLLM's goodput define it; see :mod:`inferencegym.sim.slo`."""
     spec_acceptance: float | None = None
     """Per-token acceptance rate alpha of draft tokens for this tenant's requests (None: the replica's)."""
 
