@@ -61,7 +61,7 @@ class _LocalEnv:
     """The OpenEnv adapter in process (same code path as the server's sessions)."""
 
     def __init__(self) -> None:
-        from inferencegym.server.environment import InferenceGymEnvironment
+        from inferencegym.apps.env_server.environment import InferenceGymEnvironment
 
         self.env = InferenceGymEnvironment()
 
@@ -79,7 +79,7 @@ class _RemoteEnv:
     """An InferenceGym server through the HTTP session client."""
 
     def __init__(self, url: str) -> None:
-        from inferencegym.server.client import InferenceGymClient
+        from inferencegym.apps.env_server.client import InferenceGymClient
 
         self.client = InferenceGymClient(url)
 

@@ -4,7 +4,7 @@
 
 For every cluster task and every entry of its ``replica_hardware`` pattern, one replica with the
 task's initial knobs is overloaded with the task's request lengths
-(:func:`inferencegym.envs.cluster_tasks.measure_capacity_rps`); the median over seeds is the
+(:func:`inferencegym.tasks.capacity.measure_capacity_rps`); the median over seeds is the
 sustainable request rate. The task's arrival rates are ``load_fraction`` x the summed capacities.
 """
 
@@ -16,8 +16,9 @@ import statistics
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from inferencegym.envs.cluster_tasks import CLUSTER_TASK_IDS, measure_capacity_rps  # noqa: E402
-from inferencegym.envs.tasks import get_task  # noqa: E402
+from inferencegym.tasks.capacity import measure_capacity_rps  # noqa: E402
+from inferencegym.tasks.cluster import CLUSTER_TASK_IDS  # noqa: E402
+from inferencegym.tasks.spec import get_task  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for tid in CLUSTER_TASK_IDS:
         spec = get_task(tid)
-        for (gpu, tp), shipped in zip(spec.option("replica_hardware"), spec.option("capacity_rps")):
+        for (gpu, tp), shipped in zip(spec.cluster.replica_hardware, spec.cluster.capacity_rps):
             vals = [measure_capacity_rps(spec, gpu, tp, seed=s, duration_s=args.duration_s)
                     for s in range(args.seeds)]
             print(f"{tid:28s} {gpu} TP{tp}: measured {statistics.median(vals):.2f} req/s "

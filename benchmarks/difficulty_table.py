@@ -16,7 +16,7 @@ import json
 import sys
 
 from inferencegym.envs import list_tasks
-from inferencegym.envs.evaluation import evaluate_policy
+from inferencegym.evaluation.single import evaluate_policy
 
 POLICIES = ("random", "static_default", "heuristic", "best_static", "clairvoyant")
 

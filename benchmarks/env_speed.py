@@ -16,7 +16,7 @@ import statistics
 import time
 
 from inferencegym.envs import list_tasks
-from inferencegym.envs.evaluation import to_env_action
+from inferencegym.evaluation.single import to_env_action
 from inferencegym.envs.serve_env import LLMServeEnv
 from inferencegym.policies import get_policy
 

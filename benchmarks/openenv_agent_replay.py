@@ -42,7 +42,7 @@ def run_inference() -> tuple[float, int, str]:
 
 
 def run_replay(n: int, rate: float, ttft_s: float, itl_s: float) -> dict[str, float]:
-    from inferencegym.replay import ReplayConfig, run_replay as replay
+    from inferencegym.apps.replay import ReplayConfig, run_replay as replay
 
     rng = np.random.default_rng(0)
     arrival = np.cumsum(rng.exponential(1.0 / rate, size=n))

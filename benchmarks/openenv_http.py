@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 def in_process(steps: int) -> list[float]:
-    from inferencegym.server.environment import InferenceGymEnvironment
+    from inferencegym.apps.env_server.environment import InferenceGymEnvironment
 
     env = InferenceGymEnvironment()
     env.reset(seed=0, task_id=TASK)
@@ -56,7 +56,7 @@ def http_session(url: str, steps: int, seed: int = 0) -> list[float]:
 
 
 def websocket(url: str, steps: int) -> list[float]:
-    from inferencegym.server.client import InferenceGymEnv
+    from inferencegym.apps.env_server.client import InferenceGymEnv
 
     lat = []
     with InferenceGymEnv(base_url=url) as env:
@@ -99,7 +99,7 @@ def main() -> None:
     args = ap.parse_args()
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    srv = subprocess.Popen([sys.executable, "-m", "inferencegym.server.app", "--port", str(port)],
+    srv = subprocess.Popen([sys.executable, "-m", "inferencegym.apps.env_server.app", "--port", str(port)],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

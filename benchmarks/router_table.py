@@ -23,8 +23,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from inferencegym.envs.cluster_evaluation import ci95, evaluate_cluster_policy  # noqa: E402
-from inferencegym.envs.cluster_tasks import CLUSTER_TASK_IDS  # noqa: E402
+from inferencegym.evaluation.cluster import ci95, evaluate_cluster_policy  # noqa: E402
+from inferencegym.tasks.cluster import CLUSTER_TASK_IDS  # noqa: E402
 from inferencegym.policies.routers import ROUTER_POLICIES  # noqa: E402
 
 PAIRS = (("least_outstanding_requests", "round_robin"), ("clairvoyant", "least_outstanding_requests"))

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    from inferencegym.serving.app import run_server
+    from inferencegym.apps.policy_endpoint.app import run_server
 
     tmp = tempfile.mkdtemp(prefix="serve_load_")
     policy = args.policy or _tiny_checkpoint(args.task, os.path.join(tmp, "module"))

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from inferencegym.envs.cluster_env import (REPLICA_ACTION_NVEC, ROUTER_FEATURES, ClusterEnv,
-                                           _build_requests, _make_cluster)
-from inferencegym.envs.cluster_tasks import CLUSTER_TASK_IDS, cluster_task
+from inferencegym.envs.cluster_env import REPLICA_ACTION_NVEC, ROUTER_FEATURES, ClusterEnv
+from inferencegym.tasks.adapter import build_requests, make_cluster
+from inferencegym.tasks.cluster import CLUSTER_TASK_IDS, cluster_task
 from inferencegym.policies.routers import get_cluster_policy
 
 SHORT = 3  # windows per episode in the quick tests
@@ -88,8 +88,8 @@ def test_number_of_replicas_is_a_parameter(n):
     # rates follow the replica count: offered load per replica is the same
     base = cluster_task("cluster_heterogeneous")
     spec = cluster_task("cluster_heterogeneous", n)
-    caps = [base.option("capacity_rps")[i % 2] for i in range(n)]
-    assert spec.workload.rate_rps == pytest.approx(base.option("load_fraction") * sum(caps))
+    caps = [base.cluster.capacity_rps[i % 2] for i in range(n)]
+    assert spec.workload.rate_rps == pytest.approx(base.cluster.load_fraction * sum(caps))
     gpus = [rep.cfg.gpu for rep in env.cluster.replicas]
     assert gpus == [("h100-80gb", "a100-80gb")[i % 2] for i in range(n)]
 
@@ -213,8 +213,8 @@ def test_router_adapter_reproduces_the_simulators_routing(router):
     # the same requests and simulator seed, routed inside the simulator
     ss = np.random.SeedSequence(11)
     wl_ss, sim_ss, _ = ss.spawn(3)
-    reqs = _build_requests(env.task, env.task.episode_s, np.random.default_rng(wl_ss))
-    cl = _make_cluster(env.task, np.random.default_rng(sim_ss), router=router)
+    reqs = build_requests(env.task, env.task.episode_s, np.random.default_rng(wl_ss))
+    cl = make_cluster(env.task, np.random.default_rng(sim_ss), router=router)
     cl.submit(reqs)
     cl.run_until(env.task.episode_s)
     assert [r.replica_id for r in reqs] == via_env
@@ -222,8 +222,8 @@ def test_router_adapter_reproduces_the_simulators_routing(router):
 
 
 def test_episode_log_and_grade_are_deterministic_and_bounded():
-    from inferencegym.envs.cluster_evaluation import run_cluster_episode
-    from inferencegym.envs.cluster_grading import grade_cluster
+    from inferencegym.evaluation.cluster import run_cluster_episode
+    from inferencegym.tasks.cluster_grading import grade_cluster
 
     a, _ = run_cluster_episode("cluster_bursty_multitenant", "least_outstanding_requests", 4,
                                episode_windows=8)
@@ -242,8 +242,8 @@ def test_episode_log_and_grade_are_deterministic_and_bounded():
 
 def test_grade_drops_when_routing_is_bad():
     """Sending everything to one replica must grade far below least-outstanding routing."""
-    from inferencegym.envs.cluster_evaluation import run_cluster_episode
-    from inferencegym.envs.cluster_grading import grade_cluster
+    from inferencegym.evaluation.cluster import run_cluster_episode
+    from inferencegym.tasks.cluster_grading import grade_cluster
 
     class OneReplica:
         name = "one_replica"

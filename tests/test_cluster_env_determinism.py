@@ -11,7 +11,7 @@ SCRIPT = r'''
 import hashlib, json, sys
 import numpy as np
 from inferencegym.envs.cluster_env import ClusterEnv, REPLICA_ACTION_NVEC
-from inferencegym.envs.cluster_grading import grade_cluster
+from inferencegym.tasks.cluster_grading import grade_cluster
 
 seed, target, early = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 env = ClusterEnv({"task_id": "cluster_bursty_multitenant"})

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import inferencegym.envs  # noqa: F401
-from inferencegym.envs.cluster_tasks import (CLUSTER_TASK_IDS, cluster_task, measure_capacity_rps,
-                                             replica_capacity_rps, replica_hardware)
-from inferencegym.envs.tasks import get_task, list_tasks
+from inferencegym.tasks.adapter import replica_hardware
+from inferencegym.tasks.capacity import measure_capacity_rps
+from inferencegym.tasks.cluster import CLUSTER_TASK_IDS, cluster_task, replica_capacity_rps
+from inferencegym.tasks.spec import get_task, list_tasks
 
 
 def test_cluster_tasks_are_in_the_shared_registry():
@@ -19,7 +20,7 @@ def test_cluster_tasks_are_in_the_shared_registry():
     for tid in CLUSTER_TASK_IDS:
         spec = get_task(tid)
         assert spec.kind == "cluster" and spec.replicas == 4
-        assert spec.to_dict()["options"]["load_fraction"] > 0
+        assert spec.to_dict()["cluster"]["load_fraction"] > 0
     hw = replica_hardware(get_task("cluster_heterogeneous"))
     assert {g for g, _ in hw} == {"h100-80gb", "a100-80gb"}
     assert len(get_task("cluster_bursty_multitenant").tenants) == 2
@@ -37,23 +38,23 @@ def test_rates_follow_capacity_and_load():
                 mean = duty * w.burst_rate_rps + (1 - duty) * w.rate_rps
             else:
                 mean = w.rate_rps
-            assert mean == pytest.approx(spec.option("load_fraction") * cap)
+            assert mean == pytest.approx(spec.cluster.load_fraction * cap)
 
 
 @pytest.mark.parametrize("tid,entry", [("cluster_routing", 0), ("cluster_heterogeneous", 0)])
 def test_capacity_constants_match_the_simulator(tid, entry):
     """The shipped capacity_rps is what the simulator sustains (within 15 %, one short run)."""
     spec = get_task(tid)
-    gpu, tp = spec.option("replica_hardware")[entry]
+    gpu, tp = spec.cluster.replica_hardware[entry]
     measured = measure_capacity_rps(spec, gpu, tp, seed=0, duration_s=40.0)
-    shipped = spec.option("capacity_rps")[entry]
+    shipped = spec.cluster.capacity_rps[entry]
     assert measured == pytest.approx(shipped, rel=0.15)
 
 
 def test_heterogeneous_round_robin_is_clearly_wrong():
     """A few seeds (the 20-seed table is benchmarks/router_table.py): on the mixed cluster,
     least-outstanding routing cuts p99 TTFT by a wide margin and clairvoyant beats it."""
-    from inferencegym.envs.cluster_evaluation import run_cluster_episode
+    from inferencegym.evaluation.cluster import run_cluster_episode
 
     task = dataclasses.replace(cluster_task("cluster_heterogeneous"), episode_windows=30)
     p99 = {p: [] for p in ("round_robin", "least_outstanding_requests", "clairvoyant")}

@@ -12,7 +12,7 @@ import pytest
 
 from inferencegym.envs.cluster_env import ClusterEnv
 from inferencegym.envs.serve_env import LLMServeEnv, nominal_rates
-from inferencegym.envs.tasks import get_task
+from inferencegym.tasks.spec import get_task
 
 BAD_SCALES = [0.0, -1.0, math.nan, math.inf, -math.inf, "x", None, True]
 
@@ -176,8 +176,8 @@ def test_cluster_env_scales_the_workload_built_from_load_fraction(monkeypatch):
     env = ClusterEnv({"task_id": "cluster_bursty_multitenant", "num_replicas": 2})
     w = env.task.workload  # rates derived from load_fraction x the capacity of 2 replicas
     seen = []
-    real = ce._build_requests
-    monkeypatch.setattr(ce, "_build_requests", lambda task, d, rng: seen.append(task) or real(task, d, rng))
+    real = ce.build_requests
+    monkeypatch.setattr(ce, "build_requests", lambda task, d, rng: seen.append(task) or real(task, d, rng))
     env.set_curriculum(load_scale=0.5, burst_scale=2.0)
     env.reset(seed=1)
     used = seen[-1].workload

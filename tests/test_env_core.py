@@ -198,7 +198,7 @@ def test_split_means_chunking_or_disaggregation_per_task(monkeypatch):
     import dataclasses
 
     from inferencegym.envs import get_task
-    from inferencegym.envs import tasks as task_registry
+    from inferencegym.tasks import spec as task_registry
 
     base = get_task("adversarial_multitenant")
     for mode, expect_disagg in (("chunked", False), ("disaggregated", True)):

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from inferencegym.envs.graders import EpisodeLog, WindowRecord, grade
+from inferencegym.tasks.graders import EpisodeLog, WindowRecord, grade
 from inferencegym.envs.reward import REWARD_COMPONENTS, RewardConfig, latency_term, reward_components, total_reward
-from inferencegym.envs.tasks import TaskSpec, get_task, list_tasks, register_task
+from inferencegym.tasks.spec import ClusterOptions, TaskSpec, get_task, list_tasks, register_task
 
 
 def test_three_single_tasks_registered_and_frozen():
@@ -32,9 +32,10 @@ def test_unknown_task_lists_valid_ones():
 
 
 def test_register_cluster_task_is_extensible():
-    spec = TaskSpec(task_id="_test_cluster_task", kind="cluster", options=(("agents", 3),))
+    spec = TaskSpec(task_id="_test_cluster_task", kind="cluster",
+                    cluster=ClusterOptions(capacity_rps=(3.0,), load_fraction=0.5))
     register_task(spec)
-    assert get_task("_test_cluster_task").option("agents") == 3
+    assert get_task("_test_cluster_task").cluster.load_fraction == 0.5
     assert "_test_cluster_task" not in [t.task_id for t in list_tasks(kind="single")]
     with pytest.raises(ValueError, match="already registered"):
         register_task(dataclasses.replace(spec, description="other"))
@@ -154,7 +155,7 @@ def test_cost_references_follow_the_stated_formula():
 def test_episode_workload_is_seeded_and_phased():
     import numpy as np
 
-    from inferencegym.envs.episode_workload import generate_episode_workload
+    from inferencegym.tasks.episode_workload import generate_episode_workload
 
     for t in list_tasks(kind="single"):
         a = generate_episode_workload(t, np.random.default_rng(1))

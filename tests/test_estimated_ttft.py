@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from inferencegym.envs.cluster_env import ROUTER, ROUTER_FEATURES, ClusterEnv
-from inferencegym.envs.cluster_evaluation import evaluate_cluster_policy
+from inferencegym.evaluation.cluster import evaluate_cluster_policy
 from inferencegym.policies.routers import get_router_policy
 from inferencegym.sim.estimates import first_token_iterations
 

@@ -183,7 +183,7 @@ def test_inference_script_completes_all_tasks_in_the_hackathon_format(repo_root)
 
 
 def test_inference_script_against_a_running_server(repo_root):
-    from inferencegym.server.app import build_app
+    from inferencegym.apps.env_server.app import build_app
 
     with FakeOpenAIServer(responder=lambda b, i: json.dumps({"batch_cap": 128})) as srv, \
             live_server(build_app()) as url:

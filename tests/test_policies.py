@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from inferencegym.envs import ServeAction, list_tasks
-from inferencegym.envs.evaluation import evaluate_policy, run_episode
+from inferencegym.evaluation.single import evaluate_policy, run_episode
 from inferencegym.envs.serve_env import LLMServeEnv
 from inferencegym.policies import get_policy, list_policies
 
@@ -58,7 +58,7 @@ def test_clairvoyant_needs_the_oracle():
 
 
 def test_best_static_search_used_training_seeds_only():
-    from inferencegym.envs.evaluation import DEFAULT_EVAL_SEED
+    from inferencegym.evaluation.single import DEFAULT_EVAL_SEED
     from inferencegym.policies.baselines import _best_static_table, _clairvoyant_table
 
     for table in (_best_static_table(), _clairvoyant_table()):
@@ -67,25 +67,37 @@ def test_best_static_search_used_training_seeds_only():
             assert max(entry["train_seeds"]) < DEFAULT_EVAL_SEED
 
 
-def test_schemes_are_dispatched_lazily(monkeypatch):
+def test_schemes_are_dispatched_to_handlers_registered_from_above(monkeypatch):
+    """policies sits below rl and apps: it never imports them; they register their scheme handlers."""
+    import inferencegym.policies as registry
+
     calls = []
-    fake_loader = types.ModuleType("inferencegym.rl.policy_loader")
-    fake_loader.load_policy = lambda spec, task_id: calls.append(("load", spec, task_id)) or "L"
-    fake_client = types.ModuleType("inferencegym.serving.client")
-
-    class HTTPPolicy:
-        def __init__(self, url, task_id):
-            calls.append(("http", url, task_id))
-
-    fake_client.HTTPPolicy = HTTPPolicy
-    monkeypatch.setitem(sys.modules, "inferencegym.rl.policy_loader", fake_loader)
-    monkeypatch.setitem(sys.modules, "inferencegym.serving.client", fake_client)
+    monkeypatch.setattr(registry, "_SCHEME_HANDLERS", {})
+    with pytest.raises(ValueError, match="inferencegym.rl"):
+        get_policy("checkpoint:/tmp/x", "static_workload")
+    registry.register_scheme("checkpoint:", lambda spec, task_id: calls.append(("load", spec, task_id)) or "L")
+    registry.register_scheme("pretrained:", lambda spec, task_id: calls.append(("load", spec, task_id)))
+    registry.register_scheme("http://", lambda url, task_id: calls.append(("http", url, task_id)))
     assert get_policy("checkpoint:/tmp/x", "static_workload") == "L"
     get_policy("pretrained:static_workload", "static_workload")
     get_policy("http://127.0.0.1:8000", "bursty_workload")
     assert calls == [("load", "checkpoint:/tmp/x", "static_workload"),
                      ("load", "pretrained:static_workload", "static_workload"),
                      ("http", "http://127.0.0.1:8000", "bursty_workload")]
+    with pytest.raises(ValueError, match="unknown policy scheme"):
+        registry.register_scheme("ftp://", lambda spec, task_id: None)
+
+
+def test_rl_and_the_policy_endpoint_register_their_schemes():
+    import inferencegym.apps.policy_endpoint  # noqa: F401
+    import inferencegym.policies as registry
+    import inferencegym.rl  # noqa: F401
+    from inferencegym.apps.policy_endpoint.client import HTTPPolicy
+    from inferencegym.rl.policy_loader import load_policy
+
+    assert registry._SCHEME_HANDLERS["checkpoint:"] is load_policy
+    assert registry._SCHEME_HANDLERS["pretrained:"] is load_policy
+    assert registry._SCHEME_HANDLERS["https://"] is HTTPPolicy
 
 
 def test_evaluate_policy_aggregates_and_is_deterministic():
@@ -100,7 +112,7 @@ def test_evaluate_policy_aggregates_and_is_deterministic():
 
 
 def test_flat_actions_from_policies_are_accepted():
-    from inferencegym.envs.evaluation import to_env_action
+    from inferencegym.evaluation.single import to_env_action
 
     a = to_env_action(np.array([3, 6, 0, 0, 1, 0]))
     assert isinstance(a, ServeAction) and a.batch_cap == 32 and a.prefill_decode_split

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
-from inferencegym.replay import ReplayConfig, SimTarget, compare, prepare_workload, run_replay, simulate
+from inferencegym.apps.replay import ReplayConfig, SimTarget, compare, prepare_workload, run_replay, simulate
 
 TTFT_S, ITL_S = 0.15, 0.02
 

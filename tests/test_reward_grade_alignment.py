@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferencegym.envs.evaluation import evaluate_policy
+from inferencegym.evaluation.single import evaluate_policy
 from inferencegym.envs.reward import REWARD_COMPONENTS, RewardConfig, grade_term
 from inferencegym.envs.serve_env import LLMServeEnv, nominal_rates, nominal_weighted_window_tokens
-from inferencegym.envs.tasks import get_task
+from inferencegym.tasks.spec import get_task
 
 GRADE_ONLY = RewardConfig(**{f"w_{k}": 0.0 for k in REWARD_COMPONENTS} | {"w_grade": 1.0})
 

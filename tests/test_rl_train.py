@@ -117,7 +117,7 @@ def test_ppo_one_iteration_toy_cluster_with_curriculum(ray_session, tmp_path):
 def test_curriculum_calls_the_hook_of_every_env():
     from types import SimpleNamespace
 
-    from inferencegym.envs.tasks import get_task
+    from inferencegym.tasks.spec import get_task
     from inferencegym.rl.callbacks import apply_curriculum
 
     envs = [ToyClusterEnv({}), ToyClusterEnv({})]

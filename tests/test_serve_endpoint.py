@@ -39,7 +39,7 @@ def endpoint(tmp_path_factory):
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from inferencegym.rl.modules import MLPModule
-    from inferencegym.serving.app import run_server
+    from inferencegym.apps.policy_endpoint.app import run_server
 
     obs_space, act_space = _env_spaces()
     torch.manual_seed(0)
@@ -88,7 +88,7 @@ def _observations(n: int) -> np.ndarray:
 
 def test_actions_match_in_process_module(endpoint):
     from inferencegym.envs.actions import flat_to_action
-    from inferencegym.serving.client import HTTPPolicy
+    from inferencegym.apps.policy_endpoint.client import HTTPPolicy
 
     url, module, _ = endpoint
     policy = HTTPPolicy(url, task_id=TASK)
@@ -145,7 +145,7 @@ def test_closed_loop_evaluate_grades_like_in_process(endpoint):
 def test_healthz_and_metadata(endpoint):
     import httpx
 
-    from inferencegym.serving.policy import checkpoint_version
+    from inferencegym.apps.policy_endpoint.policy import checkpoint_version
 
     url, _, ckpt = endpoint
     health = httpx.get(f"{url}/healthz").json()
@@ -189,7 +189,7 @@ def test_bad_body_gets_422_with_reason(endpoint, case):
 
 
 def test_wrong_task_is_refused(endpoint):
-    from inferencegym.serving.client import HTTPPolicy
+    from inferencegym.apps.policy_endpoint.client import HTTPPolicy
 
     with pytest.raises(ValueError, match="serves a policy for task 'bursty_workload', not 'static_workload'"):
         HTTPPolicy(endpoint[0], task_id="static_workload")

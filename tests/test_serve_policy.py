@@ -10,9 +10,9 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from inferencegym.serving.policy import (ObservationError, ServedPolicy, decode_observation,
+from inferencegym.apps.policy_endpoint.policy import (ObservationError, ServedPolicy, decode_observation,
                                          encode_json, resolve_checkpoint, space_to_dict)
-from inferencegym.serving.schemas import ActRequest
+from inferencegym.apps.policy_endpoint.schemas import ActRequest
 
 BOX = gym.spaces.Box(-np.inf, np.inf, (6,), np.float32)
 DICT = gym.spaces.Dict({"replicas": gym.spaces.Box(-np.inf, np.inf, (3, 4), np.float32),
@@ -90,7 +90,7 @@ def test_served_policy_matches_module_greedy_actions(tmp_path):
 def test_version_is_content_hash(tmp_path):
     _mlp_module().save_to_path(tmp_path / "a")
     _mlp_module().save_to_path(tmp_path / "b")  # same seed -> same weights
-    from inferencegym.serving.policy import checkpoint_version
+    from inferencegym.apps.policy_endpoint.policy import checkpoint_version
 
     assert checkpoint_version(tmp_path / "a") == checkpoint_version(tmp_path / "b")
     torch.manual_seed(1)

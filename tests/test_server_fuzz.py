@@ -13,7 +13,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from fakes.live import live_server
-from inferencegym.server.app import build_app
+from inferencegym.apps.env_server.app import build_app
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 import inferencegym.envs  # noqa: F401  (registers the env)
 from fakes.live import live_server
 from inferencegym.envs import ServeAction, get_task, grade
-from inferencegym.server.app import build_app
-from inferencegym.server.client import InferenceGymClient, InferenceGymEnv, InferenceGymHTTPError
+from inferencegym.apps.env_server.app import build_app
+from inferencegym.apps.env_server.client import InferenceGymClient, InferenceGymEnv, InferenceGymHTTPError
 
 TASKS = ("static_workload", "bursty_workload", "adversarial_multitenant")
 

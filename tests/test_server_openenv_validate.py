@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from fakes.live import live_server
-from inferencegym.server.app import build_app
+from inferencegym.apps.env_server.app import build_app
 
 
 class _Result:
@@ -69,8 +69,8 @@ def test_manifest_has_generation_1_keys_and_a_real_app(repo_root):
 
     assert isinstance(getattr(importlib.import_module(module), attr), FastAPI)
     scripts = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["server"] == "inferencegym.server.app:main"
-    src = (repo_root / "inferencegym" / "server" / "app.py").read_text()
+    assert scripts["server"] == "inferencegym.apps.env_server.app:main"
+    src = (repo_root / "inferencegym" / "apps" / "env_server" / "app.py").read_text()
     assert "def main(" in src and 'if __name__ == "__main__":\n    main()' in src
 
 

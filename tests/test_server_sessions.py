@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferencegym.server.sessions import SessionLimitError, SessionStore, UnknownSessionError
+from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 
 
 class FakeEnv:
@@ -80,7 +80,7 @@ def test_server_binds_localhost_by_default(monkeypatch):
     from typer.testing import CliRunner
 
     from inferencegym.cli import app as cli_app
-    from inferencegym.server import app as server_app
+    from inferencegym.apps.env_server import app as server_app
 
     seen = []
     monkeypatch.setattr(uvicorn, "run", lambda app, host, port, **kw: seen.append((host, port)))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fakes.live import live_server
-from inferencegym.server.app import build_app
+from inferencegym.apps.env_server.app import build_app
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

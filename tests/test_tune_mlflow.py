@@ -31,7 +31,7 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
 
     import mlflow
 
-    from inferencegym.tuning import load_sweep, run_sweep
+    from inferencegym.apps.tuning import load_sweep, run_sweep
 
     sweep = {
         "name": "tiny_sweep",
@@ -69,7 +69,7 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
 
     # The objective is the grader score of the greedy policy on the evaluation seeds: re-grade the
     # best checkpoint through the same evaluation `inferencegym evaluate` uses and get the same number.
-    from inferencegym.envs.evaluation import evaluate_policy
+    from inferencegym.evaluation.single import evaluate_policy
 
     best = out.best
     regraded = evaluate_policy(f"checkpoint:{best['checkpoint']}", "bursty_workload", episodes=1, seed=1000)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inferencegym.tuning import SweepError, apply_params, load_sweep
+from inferencegym.apps.tuning import SweepError, apply_params, load_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 

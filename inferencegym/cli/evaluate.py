@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from inferencegym.envs import get_task, list_tasks
-        from inferencegym.envs.evaluation import evaluate_policy
+        from inferencegym.evaluation.single import evaluate_policy
         from inferencegym.policies import get_policy
 
         policies = _split(policy)
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
             cluster_rows = []
             for p in policies:
                 for t in cluster:
-                    from inferencegym.envs.cluster_evaluation import evaluate_cluster_policy
+                    from inferencegym.evaluation.cluster import evaluate_cluster_policy
                     prog.update(bar, description=f"{p} on {t}")
                     cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
                                                                 episode_windows=episode_windows,

@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from inferencegym.replay import (ReplayConfig, SimTarget, compare, prepare_workload, render,
+        from inferencegym.apps.replay import (ReplayConfig, SimTarget, compare, prepare_workload, render,
                                          run_replay, simulate)
 
         console = Console(stderr=json_out)
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
                          batch_cap=sim_batch_cap, scheduler=sim_scheduler)
         if task is not None:
             from inferencegym.envs import get_task
-            from inferencegym.envs.episode_workload import generate_episode_workload
+            from inferencegym.tasks.episode_workload import generate_episode_workload
 
             try:
                 spec = get_task(task)

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from inferencegym.rl.config import ConfigError
-        from inferencegym.tuning import OBJECTIVE, SweepError, load_sweep, run_sweep
+        from inferencegym.apps.tuning import OBJECTIVE, SweepError, load_sweep, run_sweep
 
         console = Console(stderr=json_out)
         try:

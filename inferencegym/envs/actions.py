@@ -29,6 +29,8 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from inferencegym.tasks.spec import DEFAULT_KNOBS
+
 QUANTIZATION_TIERS: tuple[str, ...] = ("FP16", "INT8", "INT4")
 """Index order of ``quantization_tier`` in the Dict space and the flat encoding."""
 
@@ -46,14 +48,14 @@ class ServeAction(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batch_cap: int = Field(256, ge=BATCH_CAP_MIN, le=BATCH_CAP_MAX,
+    batch_cap: int = Field(DEFAULT_KNOBS.batch_cap, ge=BATCH_CAP_MIN, le=BATCH_CAP_MAX,
                            description="max running sequences per replica, 1..512")
-    kv_budget_fraction: float = Field(0.9, ge=KV_FRACTION_MIN, le=KV_FRACTION_MAX,
+    kv_budget_fraction: float = Field(DEFAULT_KNOBS.kv_budget_fraction, ge=KV_FRACTION_MIN, le=KV_FRACTION_MAX,
                                       description="share of free GPU memory for the KV cache, 0.1..1.0")
-    speculation_depth: int = Field(0, ge=0, le=SPECULATION_MAX,
+    speculation_depth: int = Field(DEFAULT_KNOBS.speculation_depth, ge=0, le=SPECULATION_MAX,
                                    description="speculative draft tokens per step, 0..8 (0 = off)")
     quantization_tier: Literal["FP16", "INT8", "INT4"] = Field(
-        "FP16", description="weight quantization tier: FP16, INT8 or INT4")
+        DEFAULT_KNOBS.quantization.upper(), description="weight quantization tier: FP16, INT8 or INT4")
     prefill_decode_split: bool = Field(
         False, description="disaggregate prefill/decode (multi-replica) or chunk prefills (one replica)")
     priority_routing: bool = Field(False, description="priority requests jump queues")

@@ -1,6 +1,6 @@
 """The cluster environment: an RLlib ``MultiAgentEnv`` with a global router and one agent per replica.
 
-``ClusterEnv(config)`` runs one cluster task (:mod:`inferencegym.envs.cluster_tasks`) on the shared
+``ClusterEnv(config)`` runs one cluster task (:mod:`inferencegym.tasks.cluster`) on the shared
 simulator (:class:`inferencegym.sim.Cluster` with ``router="external"``).
 
 **Agents**: ``"router"`` and ``"replica_0"`` .. ``"replica_{N-1}"`` (N = the task's replicas, 2..64).
@@ -84,12 +84,12 @@ import numpy as np
 from gymnasium import spaces
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from inferencegym.envs.cluster_tasks import (BATCH_CAP_BUCKETS, CHUNK_BUCKETS, KV_FRACTION_BUCKETS,
-                                             SPECULATION_BUCKETS, cluster_task, replica_capacity_rps,
-                                             replica_hardware)  # noqa: F401
+from inferencegym.tasks.adapter import build_requests, make_cluster
+from inferencegym.tasks.cluster import (BATCH_CAP_BUCKETS, CHUNK_BUCKETS, KV_FRACTION_BUCKETS,
+                                        SPECULATION_BUCKETS, cluster_task, replica_capacity_rps)
 from inferencegym.envs.curriculum import CurriculumMixin
-from inferencegym.envs.reward import latency_term
-from inferencegym.envs.tasks import TaskSpec
+from inferencegym.envs.reward import ClusterRewardConfig, latency_term
+from inferencegym.tasks.spec import TaskSpec
 
 ROUTER_FEATURES: tuple[str, ...] = (
     "queue_len", "oldest_wait", "mean_wait", "running", "kv_occupancy", "p90_ttft", "p90_tbt",
@@ -108,85 +108,10 @@ _SIM_COLS = {name: i for i, name in enumerate(("queue_len", "oldest_wait_s", "me
 """Columns of ``Cluster.replica_features()`` (checked against ``Cluster.FEATURE_NAMES`` at import)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ClusterRewardConfig:
-    """Weights of the cluster env's reward components (see the module docstring)."""
-
-    w_queue: float = 1.0
-    """Router: weight of the Decima term (integral of weighted requests in the system)."""
-    w_router_slo: float = 0.5
-    """Router: weight of the TTFT latency terms of first tokens in the interval."""
-    w_reject: float = 1.0
-    """Router: weight of rejected requests."""
-    w_throughput: float = 1.0
-    """Replica: weight of local throughput."""
-    w_replica_slo: float = 1.0
-    """Replica: weight of local SLO terms."""
-    w_preemption: float = 0.2
-    """Replica: weight of local preemptions."""
-    w_shared: float = 0.5
-    """Replica: weight of the shared cluster SLO term."""
-    slo_bonus: float = 0.25
-    """Largest bonus of one latency term well under its SLO (``latency_term``)."""
-    sojourn_ref_s: float = 10.0
-    """Normaliser of the Decima term: a typical request sojourn (s)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# ------------------------------------------------------------------------------------------------
-# Simulator adapters (the only place that builds sim objects).
-
-def _tenant_specs(task: TaskSpec):
-    from inferencegym.sim import TenantSpec
-
-    return tuple(TenantSpec(name=t.name, priority=t.priority, ttft_slo_s=t.ttft_slo_s,
-                            tbt_slo_s=t.tbt_slo_s, spec_acceptance=t.spec_acceptance)
-                 for t in task.tenants)
-
-
-def _replica_configs(task: TaskSpec) -> list:
-    from inferencegym.sim import ReplicaConfig
-
-    o = dict(task.options)
-    return [ReplicaConfig(model=task.model, gpu=gpu, tensor_parallel=int(tp),
-                          scheduler=o.get("scheduler", "sarathi"),
-                          batch_cap=int(o.get("batch_cap", 128)),
-                          kv_budget_fraction=float(o.get("kv_budget_fraction", 0.9)),
-                          chunk_size=int(o.get("chunk_size", 512)),
-                          speculation_depth=int(o.get("speculation_depth", 0)))
-            for gpu, tp in replica_hardware(task)]
-
-
-def _make_cluster(task: TaskSpec, rng: np.random.Generator, router: str = "external"):
-    from inferencegym.sim import Cluster, ClusterConfig
-
-    reps = _replica_configs(task)
-    kw = {"replica_configs": tuple(reps)} if any(r != reps[0] for r in reps) else {}
-    cfg = ClusterConfig(replica=reps[0], num_replicas=len(reps), router=router,
-                        tenants=_tenant_specs(task), **kw)
-    return Cluster(cfg, rng=rng)
-
-
 def _kv_capacity_tokens(cluster) -> np.ndarray:
     """KV-cache capacity of every replica in tokens."""
     return np.array([rep.kv.capacity_blocks * rep.kv.block_size for rep in cluster.replicas],
                     dtype=np.float64)
-
-
-def _build_requests(task: TaskSpec, duration_s: float, rng: np.random.Generator) -> list:
-    """The episode's requests (the single-agent env's workload generator, on the task's spec)."""
-    from inferencegym.envs.episode_workload import generate_episode_workload
-    from inferencegym.sim import Request
-
-    windows = max(1, int(math.ceil(duration_s / task.window_s)))
-    t = dataclasses.replace(task, episode_windows=windows)
-    w = generate_episode_workload(t, rng)
-    a, p, o, ten, pr = (w.arrival_s.tolist(), w.prompt_tokens.tolist(), w.output_tokens.tolist(),
-                        w.tenant.tolist(), w.priority.tolist())
-    return [Request(req_id=i, arrival_s=a[i], prompt_tokens=p[i], output_tokens=o[i], tenant=ten[i],
-                    priority=pr[i]) for i in range(len(a)) if a[i] <= duration_s]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -248,7 +173,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self._ttft_ref = float(self._ttft_slo.min())
         self._tbt_ref = float(self._tbt_slo.min())
         self._ref_batch = float(task.ref_batch)
-        from inferencegym.envs.episode_workload import mean_output_tokens
+        from inferencegym.tasks.episode_workload import mean_output_tokens
 
         self._expected_out = mean_output_tokens(task.workload)
         self._iter_s_cache: dict[tuple[int, int], float] = {}
@@ -272,16 +197,16 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self.np_random = np.random.default_rng(pol_ss)
         task = self.task
         self._episode_s = task.episode_s
-        self.requests = _build_requests(self.workload_task(), self._episode_s,
-                                        np.random.default_rng(wl_ss))
-        self.cluster = _make_cluster(task, np.random.default_rng(sim_ss))
+        self.requests = build_requests(self.workload_task(), self._episode_s,
+                                       np.random.default_rng(wl_ss))
+        self.cluster = make_cluster(task, np.random.default_rng(sim_ss), router="external")
         self.cluster.submit(self.requests)
-        o = dict(task.options)
+        k = task.knobs
         self._knobs = np.zeros((self.n, 4), dtype=np.int64)
-        self._knobs[:] = [_bucket(BATCH_CAP_BUCKETS, o.get("batch_cap", 128)),
-                          _bucket(KV_FRACTION_BUCKETS, o.get("kv_budget_fraction", 0.9)),
-                          _bucket(SPECULATION_BUCKETS, o.get("speculation_depth", 0)),
-                          _bucket(CHUNK_BUCKETS, o.get("chunk_size", 512))]
+        self._knobs[:] = [_bucket(BATCH_CAP_BUCKETS, k.batch_cap),
+                          _bucket(KV_FRACTION_BUCKETS, k.kv_budget_fraction),
+                          _bucket(SPECULATION_BUCKETS, k.speculation_depth),
+                          _bucket(CHUNK_BUCKETS, task.chunk_size_tokens)]
         self._batch_cap = np.array([BATCH_CAP_BUCKETS[k] for k in self._knobs[:, 0]], np.float64)
         self._update_scale()
         self._feat_buf = np.zeros((self.n, len(ROUTER_FEATURES)))
@@ -588,7 +513,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
 
     def episode_log(self, policy: str | None = None, seed: int | None = None):
         """The grader's log of this episode (drains in-flight requests first)."""
-        from inferencegym.envs.cluster_grading import episode_log_from_requests
+        from inferencegym.tasks.cluster_grading import episode_log_from_requests
 
         self.drain()
         usd_per_s = sum(float(rep.model.gpu_hour_usd) for rep in self.cluster.replicas) / 3600.0

@@ -138,3 +138,30 @@ def grade_term(*, good_tokens: Sequence[float], tenant_weights: Sequence[float],
 def total_reward(components: Mapping[str, float], config: RewardConfig) -> float:
     w = config.weights()
     return float(sum(w[k] * components[k] for k in REWARD_COMPONENTS))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterRewardConfig:
+    """Weights of the cluster env's reward components (see the module docstring)."""
+
+    w_queue: float = 1.0
+    """Router: weight of the Decima term (integral of weighted requests in the system)."""
+    w_router_slo: float = 0.5
+    """Router: weight of the TTFT latency terms of first tokens in the interval."""
+    w_reject: float = 1.0
+    """Router: weight of rejected requests."""
+    w_throughput: float = 1.0
+    """Replica: weight of local throughput."""
+    w_replica_slo: float = 1.0
+    """Replica: weight of local SLO terms."""
+    w_preemption: float = 0.2
+    """Replica: weight of local preemptions."""
+    w_shared: float = 0.5
+    """Replica: weight of the shared cluster SLO term."""
+    slo_bonus: float = 0.25
+    """Largest bonus of one latency term well under its SLO (``latency_term``)."""
+    sojourn_ref_s: float = 10.0
+    """Normaliser of the Decima term: a typical request sojourn (s)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -17,11 +17,12 @@ from inferencegym.envs.actions import (
     ServeAction,
     action_space,
 )
-from inferencegym.envs.episode_workload import EpisodeWorkload, generate_episode_workload
-from inferencegym.envs.graders import EpisodeLog, GradeResult, WindowRecord, grade
+from inferencegym.tasks.adapter import make_cluster, requests_from_workload
+from inferencegym.tasks.episode_workload import EpisodeWorkload, generate_episode_workload
+from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
 from inferencegym.envs.curriculum import CurriculumMixin
 from inferencegym.envs.reward import RewardConfig, grade_term, reward_components, total_reward
-from inferencegym.envs.tasks import TaskSpec, get_task
+from inferencegym.tasks.spec import TaskSpec, get_task
 
 OBS_FEATURES: tuple[str, ...] = (
     "queue_depth",          # 0  queued requests at window end / task.ref_batch
@@ -83,7 +84,7 @@ def nominal_rates(task: TaskSpec) -> tuple[float, float]:
         rate = p_on * w.burst_rate_rps + (1 - p_on) * w.rate_rps
     else:
         rate = w.rate_rps
-    from inferencegym.envs.episode_workload import mean_output_tokens
+    from inferencegym.tasks.episode_workload import mean_output_tokens
 
     mean_out = mean_output_tokens(w)
     tok = rate * mean_out + w.mega_prompt_rate_per_s * w.mega_prompt_output_tokens
@@ -144,7 +145,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
     well under it, KV occupancy kept in a 60-85 % band, preemptions, cost and quantization quality,
     and (``w_grade``, off by default) ``grade``: the grader split into windows, whose episode mean
     approximates the grade. Weights come from :class:`RewardConfig`; every component is in
-    ``info["reward/<name>"]``. The grader (:func:`inferencegym.envs.graders.grade`) is computed
+    ``info["reward/<name>"]``. The grader (:func:`inferencegym.tasks.graders.grade`) is computed
     separately from the episode log and never from the reward.
 
     ## Episode End
@@ -232,26 +233,8 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self._gpu_mem_gb = _gpu_mem_gb(g) * t.tensor_parallel * t.replicas
 
     def _make_cluster(self, rng: np.random.Generator):
-        try:
-            from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
-        except ImportError:  # package __init__ not there yet: the modules directly
-            from inferencegym.sim.cluster import Cluster
-            from inferencegym.sim.config import ClusterConfig, ReplicaConfig, TenantSpec
-
-        t = self.task
-        a = ServeAction()  # vLLM defaults at reset
-        rep = ReplicaConfig(model=t.model, gpu=t.gpu, tensor_parallel=t.tensor_parallel,
-                            quantization=a.quantization_tier.lower(), scheduler="vllm",
-                            batch_cap=a.batch_cap, chunk_size=t.chunk_size_tokens,
-                            kv_budget_fraction=a.kv_budget_fraction,
-                            speculation_depth=a.speculation_depth)
-        tenants = tuple(TenantSpec(name=x.name, priority=x.priority, ttft_slo_s=x.ttft_slo_s,
-                                   tbt_slo_s=x.tbt_slo_s, spec_acceptance=x.spec_acceptance)
-                        for x in t.tenants)
-        cfg = ClusterConfig(replica=rep, num_replicas=t.replicas, router=t.router, tenants=tenants,
-                            priority_routing=a.priority_routing, disaggregate=False,
-                            prefill_replicas=t.prefill_replicas)
-        return Cluster(cfg, rng=rng), a
+        a = ServeAction()  # the task's initial knobs (vLLM defaults) at reset
+        return make_cluster(self.task, rng, priority_routing=a.priority_routing), a
 
     # ------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -329,14 +312,8 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         t, wl, w = self.task, self._wl, self._step
         lo, hi = int(wl.window_start_idx[w]), int(wl.window_start_idx[w + 1])
         if hi > lo:
-            arr = wl.arrival_s[lo:hi].tolist()
-            pr = wl.prompt_tokens[lo:hi].tolist()
-            out = wl.output_tokens[lo:hi].tolist()
-            ten = wl.tenant[lo:hi].tolist()
-            pri = wl.priority[lo:hi].tolist()
-            rid = self._next_req_id
-            reqs = [Request(rid + i, arr[i], pr[i], out[i], ten[i], pri[i]) for i in range(hi - lo)]
-            self._next_req_id = rid + (hi - lo)
+            reqs = requests_from_workload(wl, lo, hi, first_id=self._next_req_id)
+            self._next_req_id += hi - lo
             self._cluster.submit(reqs)
             self._inflight.extend(reqs)
         end = (w + 1) * t.window_s
@@ -512,7 +489,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
 
 
 def _single_tasks():
-    from inferencegym.envs.tasks import list_tasks
+    from inferencegym.tasks.spec import list_tasks
     return list_tasks(kind="single")
 
 

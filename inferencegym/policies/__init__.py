@@ -7,15 +7,19 @@ Spec schemes:
 
 - a bare name (``random``, ``static_default``, ``heuristic``, ``best_static``, ``clairvoyant``, ...)
   -> this registry;
-- ``checkpoint:PATH`` and ``pretrained:TASK`` -> ``inferencegym.rl.policy_loader.load_policy``
-  (imported lazily; RLlib checkpoints);
-- ``http://...`` / ``https://...`` -> ``inferencegym.serving.client.HTTPPolicy(url, task_id)``.
+- a scheme (``checkpoint:PATH``, ``pretrained:TASK``, ``http://...``) -> the handler registered for
+  it with :func:`register_scheme` by a higher layer: ``inferencegym.rl`` registers ``checkpoint:`` and
+  ``pretrained:`` (RLlib checkpoints), ``inferencegym.apps.policy_endpoint`` registers ``http://`` and
+  ``https://`` (a served policy). This package imports neither (layers: policies < rl < apps); a
+  scheme whose layer has not been imported yet says which module to import.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
+
+from inferencegym.tasks import get_task
 
 
 class Policy(Protocol):
@@ -36,6 +40,18 @@ class PolicyEntry:
 
 _REGISTRY: dict[str, PolicyEntry] = {}
 SCHEMES: tuple[str, ...] = ("checkpoint:", "pretrained:", "http://", "https://")
+"""Spec prefixes resolved by handlers registered from higher layers."""
+_SCHEME_PROVIDERS: dict[str, str] = {"checkpoint:": "inferencegym.rl", "pretrained:": "inferencegym.rl",
+                                     "http://": "inferencegym.apps.policy_endpoint",
+                                     "https://": "inferencegym.apps.policy_endpoint"}
+_SCHEME_HANDLERS: dict[str, Callable[[str, str], Any]] = {}
+
+
+def register_scheme(prefix: str, handler: Callable[[str, str], Any]) -> None:
+    """Resolve specs starting with ``prefix`` by ``handler(spec, task_id)`` (called by upper layers)."""
+    if prefix not in SCHEMES:
+        raise ValueError(f"unknown policy scheme {prefix!r}; valid: {', '.join(SCHEMES)}")
+    _SCHEME_HANDLERS[prefix] = handler
 
 
 def register_policy(name: str, factory: Callable[[str], Any], description: str = "",
@@ -53,7 +69,6 @@ def list_policies(kind: str | None = None) -> list[str]:
     _ensure_builtins()
     names = [n for n, e in _REGISTRY.items() if kind is None or kind in e.kinds]
     if kind == "cluster":  # the cluster env's router baselines (policies/routers.py)
-        from inferencegym.policies.routers import ROUTER_POLICIES
         names += [n for n in ROUTER_POLICIES if n not in names]
     return names
 
@@ -68,16 +83,15 @@ def get_policy(spec: str, task_id: str) -> Any:
     _ensure_builtins()
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"policy spec must be a non-empty string, got {spec!r}")
-    if spec.startswith(("checkpoint:", "pretrained:")):
-        from inferencegym.rl.policy_loader import load_policy
-        return load_policy(spec, task_id)
-    if spec.startswith(("http://", "https://")):
-        from inferencegym.serving.client import HTTPPolicy
-        return HTTPPolicy(spec, task_id)
-    from inferencegym.envs.tasks import get_task as _get_task
-
-    if _get_task(task_id).kind == "cluster":  # router (+ replica) baselines: policies/routers.py
-        from inferencegym.policies.routers import get_cluster_policy
+    for prefix in SCHEMES:
+        if spec.startswith(prefix):
+            handler = _SCHEME_HANDLERS.get(prefix)
+            if handler is None:
+                raise ValueError(f"policy spec {spec!r} needs the {prefix!r} handler, which "
+                                 f"{_SCHEME_PROVIDERS[prefix]} registers: import that module first "
+                                 f"(the CLI does)")
+            return handler(spec, task_id)
+    if get_task(task_id).kind == "cluster":  # router (+ replica) baselines: policies/routers.py
         return get_cluster_policy(spec)
     entry = _REGISTRY.get(spec)
     if entry is None:
@@ -85,8 +99,6 @@ def get_policy(spec: str, task_id: str) -> Any:
         what = f"unknown policy scheme {scheme!r}" if scheme else f"unknown policy {spec!r}"
         raise ValueError(f"{what}; valid: {', '.join(_REGISTRY)}, or checkpoint:PATH, "
                          f"pretrained:TASK, http(s)://URL")
-    from inferencegym.envs.tasks import get_task
-
     kind = get_task(task_id).kind
     if kind not in entry.kinds:
         raise ValueError(f"policy {spec!r} does not support {kind!r} tasks like {task_id!r}; "
@@ -94,15 +106,13 @@ def get_policy(spec: str, task_id: str) -> Any:
     return entry.factory(task_id)
 
 
-_LOADED = False
-
-
 def _ensure_builtins() -> None:
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        from inferencegym.policies import baselines  # noqa: F401  (registers itself)
+    """Kept for callers: the built-in policies register when this package is imported."""
 
+
+# The built-in policies register themselves here (bottom of the module: they import register_policy).
+from inferencegym.policies import baselines as _baselines  # noqa: E402,F401
+from inferencegym.policies.routers import ROUTER_POLICIES, get_cluster_policy  # noqa: E402
 
 __all__ = ["Policy", "PolicyEntry", "get_policy", "list_policies", "register_policy",
-           "describe_policies", "SCHEMES"]
+           "register_scheme", "describe_policies", "SCHEMES"]

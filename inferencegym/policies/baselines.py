@@ -5,7 +5,7 @@
   ``gpu_memory_utilization=0.9``, no speculation, FP16, no chunked prefill / disaggregation, FCFS.
 - ``heuristic``: reactive rules in the spirit of Orca / vLLM / Decima, from the observation only.
 - ``best_static``: the best fixed configuration found by a grid search on TRAINING seeds
-  (``python -m inferencegym.policies.search_best_static``; shipped in
+  (``python -m inferencegym.evaluation.search_best_static``; shipped in
   ``inferencegym/data/best_static.json``; evaluation seeds are disjoint).
 - ``clairvoyant``: sees the hidden workload phase and the next window's arrivals (``info["oracle/*"]``)
   and applies a per-phase configuration: an upper reference, not a competitor.
@@ -29,7 +29,7 @@ from inferencegym.envs.actions import (
     ServeAction,
 )
 from inferencegym.envs.serve_env import OBS_FEATURES
-from inferencegym.envs.tasks import TaskSpec, get_task
+from inferencegym.tasks.spec import TaskSpec, get_task
 from inferencegym.policies import register_policy
 
 _I = {name: i for i, name in enumerate(OBS_FEATURES)}
@@ -163,7 +163,7 @@ def best_static_action(task_id: str) -> ServeAction:
     if task_id not in table:
         raise ValueError(f"no best_static configuration shipped for task {task_id!r} (have: "
                          f"{', '.join(table) or 'none'}); run `python -m "
-                         f"inferencegym.policies.search_best_static --task {task_id}`")
+                         f"inferencegym.evaluation.search_best_static --task {task_id}`")
     return ServeAction(**table[task_id]["action"])
 
 

@@ -159,7 +159,7 @@ class EstimatedTTFTRouter(EarliestFirstTokenRouter):
     name = "estimated_ttft"
 
     def _expected_output(self, env) -> float | None:
-        from inferencegym.envs.episode_workload import mean_output_tokens
+        from inferencegym.tasks.episode_workload import mean_output_tokens
 
         return mean_output_tokens(env.task.workload)
 

@@ -116,7 +116,7 @@ def episode_summary(env: Any) -> dict[str, float]:
             if f is not None:
                 out[f"episode/{k}"] = f
     elif callable(getattr(env, "episode_log", None)) and hasattr(env, "possible_agents"):
-        from inferencegym.envs.cluster_grading import grade_cluster
+        from inferencegym.tasks.cluster_grading import grade_cluster
 
         log = env.episode_log()
         out.update({k: f for k, v in grade_cluster(env.task, log).breakdown().items()

@@ -16,10 +16,10 @@ DEFAULT_BASELINES = {
 
 
 def task_kind(task_id: str) -> str:
-    from inferencegym.envs.tasks import get_task
+    from inferencegym.tasks.spec import get_task
 
     try:
-        import inferencegym.envs.cluster_tasks  # noqa: F401  (registers the cluster tasks)
+        import inferencegym.tasks.cluster  # noqa: F401  (registers the cluster tasks)
     except ImportError:
         pass
     return "cluster" if get_task(task_id).kind == "cluster" else "single"
@@ -29,12 +29,12 @@ def evaluate_one(policy: Any, task_id: str, *, episodes: int, seed: int, name: s
                  on_episode: Callable[[], None] | None = None) -> dict[str, Any]:
     """One policy (registry name or object with ``act``) on ``episodes`` seeds from ``seed``."""
     if task_kind(task_id) == "cluster":
-        from inferencegym.envs.cluster_evaluation import evaluate_cluster_policy
+        from inferencegym.evaluation.cluster import evaluate_cluster_policy
 
         row = evaluate_cluster_policy(policy, task_id, episodes=episodes, seed=seed,
                                       progress=(lambda i: on_episode()) if on_episode else None)
     else:
-        from inferencegym.envs.evaluation import evaluate_policy
+        from inferencegym.evaluation.single import evaluate_policy
 
         res = evaluate_policy(policy, task_id, episodes=episodes, seed=seed, policy_name=name,
                               on_episode=(lambda ep: on_episode()) if on_episode else None)

@@ -34,7 +34,7 @@ def list_pretrained() -> list[str]:
 
 
 def _task_kind(task_id: str) -> str:
-    from inferencegym.envs.tasks import get_task
+    from inferencegym.tasks.spec import get_task
 
     kind = getattr(get_task(task_id), "kind", "single")
     return "cluster" if kind == "cluster" else "single"

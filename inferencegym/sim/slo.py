@@ -15,11 +15,13 @@ per-request tables (numpy arrays of one episode).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import TenantSpec
-from .request import Request
+if TYPE_CHECKING:  # annotations only
+    from .config import TenantSpec
+    from .request import Request
 
 __all__ = ["meets_slo", "meets_slo_table", "request_tpot_s"]
 

@@ -1,8 +1,8 @@
 """Find the ``best_static`` configuration (and the clairvoyant per-phase table) on TRAINING seeds.
 
-    python -m inferencegym.policies.search_best_static                  # all single-agent tasks
-    python -m inferencegym.policies.search_best_static --task bursty_workload --seeds 4
-    python -m inferencegym.policies.search_best_static --clairvoyant     # per-phase table too
+    python -m inferencegym.evaluation.search_best_static                  # all single-agent tasks
+    python -m inferencegym.evaluation.search_best_static --task bursty_workload --seeds 4
+    python -m inferencegym.evaluation.search_best_static --clairvoyant     # per-phase table too
 
 Training seeds are 0..N-1; evaluation uses seeds from 1000 on (``DEFAULT_EVAL_SEED``), so the
 search never sees an evaluation episode. ``best_static`` = the best configuration found by
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from inferencegym.envs.actions import ServeAction
-from inferencegym.envs.evaluation import run_episode
+from inferencegym.evaluation.single import run_episode
 from inferencegym.envs.serve_env import LLMServeEnv
-from inferencegym.envs.tasks import get_task, list_tasks
+from inferencegym.tasks.spec import get_task, list_tasks
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
@@ -136,7 +136,7 @@ def search_clairvoyant(task_id: str, seeds: list[int], start: ServeAction, round
     """Per hidden phase, coordinate ascent from ``start`` (the best static configuration): try each
     one-knob change of that phase's configuration (over ``CLAIRVOYANT_GRID``) with the other phases
     fixed; keep improvements."""
-    from inferencegym.envs.episode_workload import PHASE_NAMES
+    from inferencegym.tasks.episode_workload import PHASE_NAMES
 
     task = get_task(task_id)
     phases = PHASE_NAMES[task.workload.process]
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
                                     "train_seeds": seeds, "evaluated_configurations": n,
                                     "search_wall_s": round(time.time() - t0, 1)},
                        "best fixed configuration per task: coordinate ascent over GRID (in "
-                       "inferencegym/policies/search_best_static.py) from vLLM defaults, on "
+                       "inferencegym/evaluation/search_best_static.py) from vLLM defaults, on "
                        "training seeds")
                 prog.console.print(f"{t}: best_static {best.model_dump()} train score {score:.4f}")
             if args.clairvoyant:
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
                                             "refined_from_clairvoyant_phases": True,
                                             "search_wall_s": round(time.time() - t0, 1)},
                                "best fixed configuration per task: coordinate ascent over GRID (in "
-                               "inferencegym/policies/search_best_static.py) from vLLM defaults and "
+                               "inferencegym/evaluation/search_best_static.py) from vLLM defaults and "
                                "from each clairvoyant per-phase configuration, on training seeds")
                         prog.console.print(f"{t}: best_static refined to {rbest.model_dump()} "
                                            f"train score {rscore:.4f}")

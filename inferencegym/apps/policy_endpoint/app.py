@@ -26,7 +26,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 from ray import serve
 
-from inferencegym.serving.schemas import ActRequest, ActResponse, Health, Metadata
+from inferencegym.apps.policy_endpoint.schemas import ActRequest, ActResponse, Health, Metadata
 
 APP_NAME = "inferencegym-policy"
 DEFAULT_HOST = "127.0.0.1"
@@ -50,7 +50,7 @@ class PolicyDeployment:
         import torch
 
         torch.set_num_threads(1)  # 2-core machines: more threads only contend (see docs/serving.md)
-        from inferencegym.serving.policy import ServedPolicy
+        from inferencegym.apps.policy_endpoint.policy import ServedPolicy
 
         self.policy = ServedPolicy.from_spec(policy, task_id=task_id, module_id=module_id)
         self.max_batch_size = int(max_batch_size)
@@ -69,7 +69,7 @@ class PolicyDeployment:
 
     @api.post("/act", response_model=ActResponse, response_model_exclude_none=True)
     async def act(self, body: ActRequest) -> ActResponse:
-        from inferencegym.serving.policy import ObservationError
+        from inferencegym.apps.policy_endpoint.policy import ObservationError
 
         try:
             observations = self.policy.decode(body.items(), batched=body.batched)
@@ -90,7 +90,7 @@ class PolicyDeployment:
 
 
 def build_app(args: dict[str, Any]) -> serve.Application:
-    """Application builder for ``serve run`` (``import_path: inferencegym.serving.app:build_app``).
+    """Application builder for ``serve run`` (``import_path: inferencegym.apps.policy_endpoint.app:build_app``).
 
     ``args``: ``policy`` (``checkpoint:PATH`` | ``pretrained:TASK``; default from the
     ``INFERENCEGYM_POLICY`` environment variable), optional ``task_id``, ``module_id``,

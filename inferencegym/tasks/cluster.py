@@ -1,17 +1,18 @@
-"""The cluster tasks of :class:`~inferencegym.envs.cluster_env.ClusterEnv` (``kind="cluster"``).
+"""The cluster tasks of ``ClusterEnv`` (``kind="cluster"``).
 
-They live in the same registry as the single-agent tasks (:func:`inferencegym.envs.tasks.get_task`);
-cluster-only settings travel in ``TaskSpec.options``:
+They live in the same registry as the single-agent tasks (:func:`inferencegym.tasks.spec.get_task`);
+cluster-only settings are typed (:class:`~inferencegym.tasks.spec.ClusterOptions`):
 
 - ``replica_hardware``: a pattern of ``(gpu, tensor_parallel)`` pairs, cycled over the replicas
   (replica ``i`` gets ``pattern[i % len(pattern)]``); the model is ``TaskSpec.model``.
 - ``capacity_rps``: the measured sustainable request rate of one replica of each pattern entry
-  under this task's request-length distribution (see :func:`measure_capacity_rps`; the numbers
-  below are its output, and ``tests/test_cluster_env_tasks.py`` re-measures them).
+  under this task's request-length distribution (see
+  :func:`inferencegym.tasks.capacity.measure_capacity_rps`; the numbers below are its output, and
+  ``tests/test_cluster_env_tasks.py`` re-measures them).
 - ``load_fraction``: offered load as a share of the cluster's summed capacity. The arrival rates of
   ``TaskSpec.workload`` are derived from it, so they follow the number of replicas.
-- ``batch_cap``, ``kv_budget_fraction``, ``chunk_size``, ``speculation_depth``, ``scheduler``: the
-  replicas' initial knobs (the replica agents change them every window).
+
+The replicas' initial knobs are ``TaskSpec.knobs`` (the replica agents change them every window).
 
 Tasks (``replicas`` is the default size; any 2..64 works through :func:`cluster_task`):
 
@@ -31,10 +32,9 @@ Tasks (``replicas`` is the default size; any 2..64 works through :func:`cluster_
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-from inferencegym.envs.tasks import (GraderSpec, TaskSpec, TenantSLO, WorkloadSpec, get_task,
-                                     register_task)
+from inferencegym.tasks.spec import (ClusterOptions, GraderSpec, ReplicaKnobs, TaskSpec, TenantSLO,
+                                      WorkloadSpec, get_task, register_task, task_ids)
 
 MIN_REPLICAS, MAX_REPLICAS = 2, 64
 
@@ -49,33 +49,24 @@ CHUNK_BUCKETS: tuple[int, ...] = (256, 512, 1024, 2048)
 """``chunk_size`` choices (prefill chunk tokens; the replicas run the chunked ``sarathi`` scheduler)."""
 
 
-def _opts(**kw: Any) -> tuple[tuple[str, Any], ...]:
-    return tuple(kw.items())
-
-
-def replica_hardware(spec: TaskSpec) -> list[tuple[str, int]]:
-    """``(gpu, tensor_parallel)`` of every replica of a cluster task."""
-    pattern = spec.option("replica_hardware") or ((spec.gpu, spec.tensor_parallel),)
-    return [tuple(pattern[i % len(pattern)]) for i in range(spec.replicas)]  # type: ignore[misc]
-
-
 def replica_capacity_rps(spec: TaskSpec) -> list[float]:
     """Sustainable request rate of every replica (the task's measured ``capacity_rps``)."""
-    caps = spec.option("capacity_rps")
-    if caps is None:
-        raise ValueError(f"cluster task {spec.task_id!r} has no 'capacity_rps' option")
+    caps = spec.cluster.capacity_rps if spec.cluster is not None else ()
+    if not caps:
+        raise ValueError(f"cluster task {spec.task_id!r} has no measured capacity_rps "
+                         f"(ClusterOptions.capacity_rps)")
     return [float(caps[i % len(caps)]) for i in range(spec.replicas)]
 
 
 def _with_rates(spec: TaskSpec) -> TaskSpec:
     """Set the workload's rates from ``load_fraction`` x the summed replica capacity."""
     total = sum(replica_capacity_rps(spec))
-    load = float(spec.option("load_fraction", 0.8))
+    load = spec.cluster.load_fraction
     w = spec.workload
     if w.process == "onoff":
         # Keep the long-run mean at load * capacity: mean = (off*r_off + on*r_on) / (on + off), with
         # the ON rate burst_ratio times the OFF rate.
-        ratio = float(spec.option("burst_ratio", 4.0))
+        ratio = spec.cluster.burst_ratio
         duty = w.on_mean_s / (w.on_mean_s + w.off_mean_s)
         off_rate = load * total / (1.0 - duty + duty * ratio)
         w = dataclasses.replace(w, rate_rps=off_rate, burst_rate_rps=ratio * off_rate)
@@ -91,8 +82,6 @@ def cluster_task(task_id: str | TaskSpec, num_replicas: int | None = None) -> Ta
     """
     spec = get_task(task_id)
     if spec.kind != "cluster":
-        from inferencegym.envs.tasks import task_ids
-
         raise ValueError(f"task {spec.task_id!r} is a {spec.kind!r} task, not a cluster task; "
                          f"cluster tasks: {', '.join(task_ids('cluster'))}")
     if num_replicas is None or int(num_replicas) == spec.replicas:
@@ -103,44 +92,14 @@ def cluster_task(task_id: str | TaskSpec, num_replicas: int | None = None) -> Ta
     return _with_rates(dataclasses.replace(spec, replicas=n))
 
 
-def measure_capacity_rps(spec: TaskSpec, gpu: str, tensor_parallel: int, *, seed: int = 0,
-                         duration_s: float = 60.0, overload_rps: float = 20.0) -> float:
-    """Measure one replica's sustainable request rate under the task's lengths (overload run).
-
-    One replica with the task's initial knobs is fed the task's request lengths as a Poisson stream
-    at ``overload_rps`` (several times its capacity, so its queue never empties) for ``duration_s``;
-    capacity = requests completed per second after the first quarter (warm-up). Used to produce the
-    ``capacity_rps`` constants (``benchmarks/cluster_capacity.py``).
-    """
-    import numpy as np
-
-    from inferencegym.envs.cluster_env import _build_requests, _make_cluster
-
-    one = dataclasses.replace(spec, replicas=1,
-                              options=tuple((k, v) for k, v in spec.options
-                                            if k not in ("replica_hardware",)) +
-                              (("replica_hardware", ((gpu, tensor_parallel),)),))
-    rng = np.random.default_rng(seed)
-    # Overload: a long Poisson stream at a high rate; capacity = completions per second while busy.
-    w = dataclasses.replace(one.workload, process="poisson", rate_rps=overload_rps,
-                            mega_prompt_rate_per_s=0.0)
-    reqs = _build_requests(dataclasses.replace(one, workload=w), duration_s, rng)
-    cluster = _make_cluster(one, rng, router="round_robin")
-    cluster.submit(reqs)
-    cluster.run_until(duration_s)
-    done = [r for r in reqs if r.done and r.completion_s <= duration_s]
-    warm = 0.25 * duration_s
-    n = sum(1 for r in done if r.completion_s > warm)
-    return n / (duration_s - warm)
-
-
 # ---------------------------------------------------------------------------------------------
 # Registered tasks. Capacities: output of `python benchmarks/cluster_capacity.py` (see
 # docs/bench/cluster_env.md); re-measured by tests/test_cluster_env_tasks.py.
 
 _GRADER = GraderSpec(w_slo=1.0, w_cost=0.0, w_quality=0.0)  # fixed hardware: SLO share only
+_KNOBS = ReplicaKnobs(scheduler="sarathi", batch_cap=16, kv_budget_fraction=0.9, speculation_depth=0)
 _COMMON = dict(kind="cluster", model="llama-2-7b", tensor_parallel=1, window_s=2.0,
-               episode_windows=60)
+               episode_windows=60, knobs=_KNOBS, chunk_size_tokens=512)
 
 register_task(_with_rates(TaskSpec(
     task_id="cluster_routing",
@@ -153,9 +112,8 @@ register_task(_with_rates(TaskSpec(
                           max_prompt_tokens=4096, max_output_tokens=1024),
     grader=_GRADER,
     ref_batch=64.0,
-    options=_opts(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,), load_fraction=0.8,
-                  batch_cap=16, kv_budget_fraction=0.9, chunk_size=512, speculation_depth=0,
-                  scheduler="sarathi"),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
+                           load_fraction=0.8),
     **_COMMON)))
 
 register_task(_with_rates(TaskSpec(
@@ -169,9 +127,8 @@ register_task(_with_rates(TaskSpec(
                           max_prompt_tokens=4096, max_output_tokens=1024),
     grader=_GRADER,
     ref_batch=64.0,
-    options=_opts(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)), capacity_rps=(5.1, 2.7),
-                  load_fraction=0.8, batch_cap=16, kv_budget_fraction=0.9, chunk_size=512,
-                  speculation_depth=0, scheduler="sarathi"),
+    cluster=ClusterOptions(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)),
+                           capacity_rps=(5.1, 2.7), load_fraction=0.8),
     **_COMMON)))
 
 register_task(_with_rates(TaskSpec(
@@ -189,9 +146,8 @@ register_task(_with_rates(TaskSpec(
                           mega_prompt_output_tokens=32, mega_prompt_tenant=1),
     grader=_GRADER,
     ref_batch=64.0,
-    options=_opts(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,), load_fraction=0.75,
-                  burst_ratio=3.0, batch_cap=16, kv_budget_fraction=0.9, chunk_size=512,
-                  speculation_depth=0, scheduler="sarathi"),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
+                           load_fraction=0.75, burst_ratio=3.0),
     **_COMMON)))
 
 CLUSTER_TASK_IDS: tuple[str, ...] = ("cluster_routing", "cluster_heterogeneous",

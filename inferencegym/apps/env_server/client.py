@@ -4,7 +4,7 @@
   a ``session_id`` that ``/step``, ``/state`` and ``/grader`` then use). This is the one to script
   with, and the only one that can call ``/grader``, ``/tasks`` and ``/baseline``::
 
-      from inferencegym.server.client import InferenceGymClient
+      from inferencegym.apps.env_server.client import InferenceGymClient
       with InferenceGymClient("http://127.0.0.1:7860") as env:
           r = env.reset(task_id="bursty_workload", seed=3)
           while not r.done:
@@ -26,7 +26,7 @@ import httpx
 from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
 
-from inferencegym.server.environment import (
+from inferencegym.apps.env_server.environment import (
     InferenceGymAction,
     InferenceGymObservation,
     InferenceGymState,

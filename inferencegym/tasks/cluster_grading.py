@@ -1,8 +1,8 @@
 """Grading of cluster episodes: the shared grader plus the cluster's latency and balance report.
 
-A cluster episode is graded by the same :func:`inferencegym.envs.graders.grade` as the single-agent
-tasks: its :class:`~inferencegym.envs.graders.EpisodeLog` holds one
-:class:`~inferencegym.envs.graders.WindowRecord` per control window, with per tenant the output tokens
+A cluster episode is graded by the same :func:`inferencegym.tasks.graders.grade` as the single-agent
+tasks: its :class:`~inferencegym.tasks.graders.EpisodeLog` holds one
+:class:`~inferencegym.tasks.graders.WindowRecord` per control window, with per tenant the output tokens
 *offered* by the requests that arrived in that window and the *good* tokens of those requests that met
 both SLOs of their tenant (TTFT <= ``ttft_slo_s`` and largest gap between two tokens <=
 ``tbt_slo_s``). The log is built after draining the in-flight requests (no new arrivals), so a
@@ -28,8 +28,8 @@ from typing import Iterable
 
 import numpy as np
 
-from inferencegym.envs.graders import EpisodeLog, GradeResult, WindowRecord, grade
-from inferencegym.envs.tasks import TaskSpec, get_task
+from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
+from inferencegym.tasks.spec import TaskSpec, get_task
 
 
 def request_table(requests: Iterable) -> dict[str, np.ndarray]:

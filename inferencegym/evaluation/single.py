@@ -1,6 +1,6 @@
 """Run N episodes of a policy on a task (seeds S, S+1, ...) and aggregate the grades.
 
-    from inferencegym.envs.evaluation import evaluate_policy
+    from inferencegym.evaluation.single import evaluate_policy
     res = evaluate_policy("heuristic", "bursty_workload", episodes=20, seed=1000)
     res.score_mean, res.score_ci95, res.to_json_dict()
 

@@ -16,8 +16,8 @@ from typing import Any, Callable
 import numpy as np
 
 from inferencegym.envs.cluster_env import ClusterEnv
-from inferencegym.envs.cluster_grading import grade_cluster
-from inferencegym.envs.graders import EpisodeLog
+from inferencegym.tasks.cluster_grading import grade_cluster
+from inferencegym.tasks.graders import EpisodeLog
 
 
 def _as_cluster_policy(policy: Any):

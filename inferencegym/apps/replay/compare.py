@@ -8,11 +8,17 @@ p90, p99, the ratio real/simulated and a two-sample Kolmogorov-Smirnov test (``s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats
+
+from inferencegym.sim import Request
+from inferencegym.tasks import DEFAULT_KNOBS, TaskSpec, get_task
+from inferencegym.tasks.adapter import make_cluster
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_s", "time to first token (s)"),
@@ -36,11 +42,11 @@ class SimTarget:
     """Replicas behind the endpoint."""
     router: str = "round_robin"
     """Router between replicas."""
-    scheduler: str = "vllm"
+    scheduler: str = DEFAULT_KNOBS.scheduler
     """Batching policy: ``vllm``, ``sarathi`` or ``static``."""
-    batch_cap: int = 256
+    batch_cap: int = DEFAULT_KNOBS.batch_cap
     """Max running sequences per replica (vLLM ``max_num_seqs``)."""
-    kv_budget_fraction: float = 0.9
+    kv_budget_fraction: float = DEFAULT_KNOBS.kv_budget_fraction
     """Share of free GPU memory for the KV cache (vLLM ``gpu_memory_utilization``-like)."""
     chunk_size: int = 512
     """Prefill chunk size (``sarathi``)."""
@@ -49,16 +55,21 @@ class SimTarget:
 
     @classmethod
     def from_task(cls, task_id: str, **overrides: Any) -> "SimTarget":
-        """The cluster of a task (with the env's reset-time vLLM-like configuration)."""
-        from inferencegym.envs import ServeAction, get_task
-
+        """The cluster of a task, with the task's initial knobs (what the envs start from)."""
         t = get_task(task_id)
-        a = ServeAction()
         base = dict(model=t.model, gpu=t.gpu, tensor_parallel=t.tensor_parallel, replicas=t.replicas,
-                    router=t.router, batch_cap=a.batch_cap, kv_budget_fraction=a.kv_budget_fraction,
-                    chunk_size=t.chunk_size_tokens)
+                    router=t.router, scheduler=t.knobs.scheduler, batch_cap=t.knobs.batch_cap,
+                    kv_budget_fraction=t.knobs.kv_budget_fraction, chunk_size=t.chunk_size_tokens)
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
+
+    def to_task(self) -> TaskSpec:
+        """This deployment as a (single-tenant) task, for the task -> simulator adapter."""
+        knobs = dataclasses.replace(DEFAULT_KNOBS, scheduler=self.scheduler, batch_cap=self.batch_cap,
+                                    kv_budget_fraction=self.kv_budget_fraction)
+        return TaskSpec(task_id="_replay_target", model=self.model, gpu=self.gpu,
+                        tensor_parallel=self.tensor_parallel, replicas=self.replicas,
+                        router=self.router, knobs=knobs, chunk_size_tokens=self.chunk_size)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,15 +78,9 @@ class SimTarget:
 def simulate(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
              target: SimTarget) -> dict[str, np.ndarray]:
     """Run the requests through the simulator; ``Cluster.results()`` per-request table."""
-    from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
-
-    rep = ReplicaConfig(model=target.model, gpu=target.gpu, tensor_parallel=target.tensor_parallel,
-                        scheduler=target.scheduler, batch_cap=target.batch_cap,
-                        kv_budget_fraction=target.kv_budget_fraction, chunk_size=target.chunk_size)
-    cfg = ClusterConfig(replica=rep, num_replicas=target.replicas, router=target.router)
-    cluster = Cluster(cfg, rng=np.random.default_rng(target.seed))
-    reqs = [Request(i, float(arrival_s[i]), int(prompt_tokens[i]), int(output_tokens[i]))
-            for i in range(len(arrival_s))]
+    cluster = make_cluster(target.to_task(), np.random.default_rng(target.seed))
+    reqs = [Request(req_id=i, arrival_s=float(arrival_s[i]), prompt_tokens=int(prompt_tokens[i]),
+                    output_tokens=int(output_tokens[i])) for i in range(len(arrival_s))]
     cluster.submit(reqs)
     cluster.drain()
     return cluster.results()
@@ -96,7 +101,6 @@ def _pcts(x: np.ndarray) -> dict[str, float | None]:
 def compare(real: dict[str, np.ndarray], sim: dict[str, np.ndarray] | None,
             real_itl_s: np.ndarray | None = None) -> dict[str, Any]:
     """Metric-by-metric comparison (JSON-ready). ``sim=None`` reports the real side only."""
-    from scipy import stats
 
     ok = ~np.asarray(real["rejected"], dtype=bool)
     out: dict[str, Any] = {"requests": int(ok.size), "failed": int((~ok).sum()), "metrics": {}}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferencegym.envs.tasks import TaskSpec, WorkloadSpec
+from inferencegym.tasks.spec import TaskSpec, WorkloadSpec
 
 # Lognormal stand-ins for the Azure 2023 traces: (prompt median, prompt sigma, output median,
 # output sigma), medians from trace_stats.json, sigmas from their p90/p50 ratios.
@@ -23,7 +23,7 @@ _LOGNORMAL_FITS: dict[str, tuple[float, float, float, float]] = {
 }
 
 def mean_output_tokens(spec) -> float:
-    """Mean output length in tokens of a :class:`~inferencegym.envs.tasks.WorkloadSpec`'s requests
+    """Mean output length in tokens of a :class:`~inferencegym.tasks.spec.WorkloadSpec`'s requests
     (lognormal mean ``median * exp(sigma^2 / 2)``, capped at ``max_output_tokens``; mega-prompts
     not included). A router may know this: it is a property of the workload, not of one request."""
     import math

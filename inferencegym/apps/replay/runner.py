@@ -115,7 +115,7 @@ class ReplayResult:
 
         cols = {k: (pa.array(list(v), type=pa.string()) if v.dtype == object else pa.array(v))
                 for k, v in self.records.items()}
-        table = pa.table(cols).replace_schema_metadata({"inferencegym.replay": str(self.config)})
+        table = pa.table(cols).replace_schema_metadata({"inferencegym.apps.replay": str(self.config)})
         tmp = f"{path}.tmp-{os.getpid()}"
         pq.write_table(table, tmp)
         os.replace(tmp, path)

@@ -1,11 +1,10 @@
-"""Task registry: one frozen, documented :class:`TaskSpec` per task.
+"""Task specs and their registry: one frozen, documented :class:`TaskSpec` per task.
 
-A task fixes the workload, the cluster, the SLOs, the control window, the episode length and the
-grader's reference points. Single-agent tasks (``kind="single"``) run in :class:`LLMServeEnv`; the
-cluster environment registers its own tasks (``kind="cluster"``) with :func:`register_task`.
-
->>> [t.task_id for t in list_tasks(kind="single")]
-['static_workload', 'bursty_workload', 'adversarial_multitenant']
+A task fixes the workload, the cluster (hardware, initial serving knobs, cluster-only settings in
+:class:`ClusterOptions`), the SLOs, the control window, the episode length and the grader's
+reference points. Single-agent tasks (``kind="single"``, :mod:`inferencegym.tasks.single`) run in
+``LLMServeEnv``; cluster tasks (``kind="cluster"``, :mod:`inferencegym.tasks.cluster`) in
+``ClusterEnv``. :mod:`inferencegym.tasks.adapter` turns a spec into simulator objects.
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ class TenantSLO:
     ttft_slo_s: float = 1.0
     """Time-to-first-token SLO in seconds."""
     tbt_slo_s: float = 0.2
-    """Largest allowed gap between two output tokens (time between tokens), seconds."""
+    """Time-per-output-token SLO in seconds: the request's mean gap between output tokens (TPOT),
+    the DistServe / vLLM goodput convention; the one rule is :func:`inferencegym.sim.slo.meets_slo`."""
     grade_weight: float = 1.0
     """Weight of this tenant's tokens in the grader's SLO share."""
     spec_acceptance: float = 0.7
@@ -138,6 +138,60 @@ class GraderSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReplicaKnobs:
+    """The serving knobs every replica starts an episode with (agents change them afterwards).
+
+    The defaults are vLLM's (``max_num_seqs=256``, ``gpu_memory_utilization=0.9``, no speculation,
+    FP16): the one set of initial knobs used by both environments and by replay's simulated target.
+    """
+
+    scheduler: Literal["vllm", "sarathi", "static"] = "vllm"
+    """Batching policy of the replicas at reset."""
+    batch_cap: int = 256
+    """Max running sequences per replica (vLLM ``max_num_seqs``)."""
+    kv_budget_fraction: float = 0.9
+    """Share of free GPU memory given to the KV cache (vLLM ``gpu_memory_utilization``-like)."""
+    speculation_depth: int = 0
+    """Draft tokens per step (0 = speculative decoding off)."""
+    quantization: Literal["fp16", "int8", "int4"] = "fp16"
+    """Weight precision tier."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DEFAULT_KNOBS = ReplicaKnobs()
+"""vLLM's defaults (what ``ServeAction()`` and replay's ``SimTarget`` start from)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterOptions:
+    """Settings only the cluster tasks have (typed; the simulator adapter reads them)."""
+
+    replica_hardware: tuple[tuple[str, int], ...] = ()
+    """A pattern of ``(gpu, tensor_parallel)`` pairs cycled over the replicas (replica ``i`` gets
+    ``pattern[i % len(pattern)]``); empty = every replica is ``(TaskSpec.gpu, TaskSpec.tensor_parallel)``."""
+    capacity_rps: tuple[float, ...] = ()
+    """Measured sustainable request rate of one replica of each pattern entry under the task's
+    request lengths (``inferencegym.tasks.capacity.measure_capacity_rps``)."""
+    load_fraction: float = 0.8
+    """Offered load as a share of the cluster's summed capacity (the arrival rates follow from it)."""
+    burst_ratio: float = 4.0
+    """ON-rate / OFF-rate of on/off workloads (``process="onoff"``)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.load_fraction <= 10.0:
+            raise ValueError(f"ClusterOptions.load_fraction must be in (0, 10], got {self.load_fraction}")
+        if self.burst_ratio < 1.0:
+            raise ValueError(f"ClusterOptions.burst_ratio must be >= 1, got {self.burst_ratio}")
+        if any(c <= 0 for c in self.capacity_rps):
+            raise ValueError(f"ClusterOptions.capacity_rps must be > 0, got {self.capacity_rps}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskSpec:
     """One task: workload, cluster, SLOs, control window, episode length and grader references."""
 
@@ -179,8 +233,15 @@ class TaskSpec:
     """Grader reference points."""
     ref_batch: float = 32.0
     """Normalisation of queue depth / running requests in the observation."""
-    options: tuple[tuple[str, Any], ...] = ()
-    """Extra (key, value) settings for other environments (e.g. the cluster env)."""
+    knobs: ReplicaKnobs = DEFAULT_KNOBS
+    """Serving knobs of every replica at reset."""
+    cluster: ClusterOptions | None = None
+    """Cluster-only settings (``kind="cluster"``: required)."""
+
+    def __post_init__(self) -> None:
+        if self.kind == "cluster" and self.cluster is None:
+            raise ValueError(f"cluster task {self.task_id!r} needs cluster=ClusterOptions(...) "
+                             f"(hardware pattern, capacity_rps, load_fraction)")
 
     @property
     def episode_s(self) -> float:
@@ -190,9 +251,6 @@ class TaskSpec:
     def split_disaggregates(self) -> bool:
         """True when ``prefill_decode_split`` means disaggregation on this task."""
         return self.split_mode == "disaggregated" or (self.split_mode == "auto" and self.replicas > 1)
-
-    def option(self, key: str, default: Any = None) -> Any:
-        return dict(self.options).get(key, default)
 
     def scaled(self, *, load_scale: float, burst_scale: float) -> TaskSpec:
         """A copy with the workload's arrival rates scaled (the training curriculum's intensity):
@@ -219,9 +277,7 @@ class TaskSpec:
         return dataclasses.replace(self, workload=wl)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["options"] = dict(self.options)
-        return d
+        return asdict(self)
 
 
 _REGISTRY: dict[str, TaskSpec] = {}
@@ -255,68 +311,3 @@ def get_task(task_id: str | TaskSpec) -> TaskSpec:
         return _REGISTRY[task_id]
     except (KeyError, TypeError):
         raise ValueError(f"unknown task {task_id!r}; valid: {', '.join(_REGISTRY)}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# The single-agent tasks. Sizes keep one env step cheap (a few arrivals and at most a few dozen
-# running requests per window; see docs/environments.md "Why these windows"). The grader's cost
-# references are cost_good = (GPU $/s of the cluster) / (nominal offered output tokens/s) * 1000,
-# i.e. the cost per 1k tokens when every offered token is served within SLO, and cost_bad = 4x
-# that (tests/test_env_tasks_reward_graders.py checks the formula).
-
-register_task(TaskSpec(
-    task_id="static_workload",
-    description="Steady Poisson arrivals, short prompts and a tight time-between-tokens SLO on one "
-                "A100: learn the batch-cap / KV-budget / speculation trade-off. Nothing to adapt to: "
-                "the best fixed configuration is (near) optimal.",
-    difficulty="easy",
-    model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1, replicas=1,
-    window_s=1.0, episode_windows=200,
-    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.025),),
-    workload=WorkloadSpec(process="poisson", rate_rps=3.0, length_fit="lognormal",
-                          prompt_median_tokens=256, prompt_sigma=0.5,
-                          output_median_tokens=300, output_sigma=0.5,
-                          max_prompt_tokens=2048, max_output_tokens=1024),
-    grader=GraderSpec(cost_good_usd_per_1k=4.876e-4, cost_bad_usd_per_1k=1.950e-3),
-    ref_batch=16.0,
-))
-
-register_task(TaskSpec(
-    task_id="bursty_workload",
-    description="On/off bursts (Markov-modulated Poisson: 0.5 req/s OFF, 6 req/s ON, mean 8 s ON / "
-                "16 s OFF, in the spirit of the Azure code trace's 10-s burstiness) with Azure "
-                "conversation lengths on one A100: adapt to the phases.",
-    difficulty="medium",
-    model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1, replicas=1,
-    window_s=1.0, episode_windows=200,
-    chunk_size_tokens=512,
-    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=2.0, tbt_slo_s=0.04),),
-    workload=WorkloadSpec(process="onoff", rate_rps=0.5, burst_rate_rps=6.0,
-                          on_mean_s=8.0, off_mean_s=16.0, length_fit="azure_conv",
-                          max_prompt_tokens=4096, max_output_tokens=512),
-    grader=GraderSpec(cost_good_usd_per_1k=1.082e-3, cost_bad_usd_per_1k=4.328e-3),
-    ref_batch=16.0,
-))
-
-register_task(TaskSpec(
-    task_id="adversarial_multitenant",
-    description="Two tenants on two A100 replicas (interactive: priority, tight SLO, weight 2; "
-                "batch: best effort, loose SLO), sinusoidal load, and an adversary that hides in the "
-                "quiet half of the cycle and floods unannounced 24k-token mega-prompts: switch "
-                "priority routing, KV admission and chunked prefill as the phase changes.",
-    difficulty="hard",
-    model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1, replicas=2, prefill_replicas=1,
-    router="least_outstanding_requests", split_mode="chunked",
-    window_s=1.0, episode_windows=200,
-    tenants=(TenantSLO(name="interactive", priority=1, ttft_slo_s=1.0, tbt_slo_s=0.05, grade_weight=2.0),
-             TenantSLO(name="batch", priority=0, ttft_slo_s=6.0, tbt_slo_s=0.15, grade_weight=1.0)),
-    workload=WorkloadSpec(process="sinusoidal", rate_rps=3.5, amplitude=0.9, period_s=60.0,
-                          length_fit="lognormal", prompt_median_tokens=1500, prompt_sigma=0.6,
-                          output_median_tokens=300, output_sigma=0.6,
-                          max_prompt_tokens=6000, max_output_tokens=1024,
-                          tenant_shares=(0.5, 0.5), tenant_rate_profile=("modulated", "modulated"),
-                          mega_prompt_rate_per_s=0.4, mega_prompt_tokens=24000,
-                          mega_prompt_output_tokens=16, mega_prompt_tenant=1, mega_prompt_when="low"),
-    grader=GraderSpec(cost_good_usd_per_1k=7.871e-4, cost_bad_usd_per_1k=3.148e-3),
-    ref_batch=16.0,
-))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from inferencegym.serving.policy import encode_json
+from inferencegym.apps.policy_endpoint.policy import encode_json
 
 
 class EndpointError(RuntimeError):
@@ -22,7 +22,7 @@ class EndpointError(RuntimeError):
 def _task_kind(task_id: str | None) -> str | None:
     if task_id is None:
         return None
-    from inferencegym.envs.tasks import get_task
+    from inferencegym.tasks.spec import get_task
 
     return getattr(get_task(task_id), "kind", "single")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from inferencegym.envs.tasks import TaskSpec, get_task
+from inferencegym.tasks.spec import TaskSpec, get_task
 
 
 class WindowRecord(BaseModel):

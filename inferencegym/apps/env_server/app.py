@@ -16,7 +16,7 @@ they are REMOVED here and replaced by session-backed ones:
 Sessions are isolated (one env each), bounded (``max_sessions``; a full server answers 429 with what
 to do) and expire after ``idle_timeout_s`` without use.
 
-Run: ``inferencegym server [--host 127.0.0.1] [--port 7860]`` or ``python -m inferencegym.server.app``.
+Run: ``inferencegym server [--host 127.0.0.1] [--port 7860]`` or ``python -m inferencegym.apps.env_server.app``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.env_server.types import ConcurrencyConfig
 from pydantic import BaseModel, ConfigDict, Field
 
-from inferencegym.server.environment import (
+from inferencegym.apps.env_server.environment import (
     DEFAULT_TASK_ID,
     ENV_NAME,
     EpisodeOverError,
@@ -52,7 +52,7 @@ from inferencegym.server.environment import (
     NotResetError,
     single_task_ids,
 )
-from inferencegym.server.sessions import SessionLimitError, SessionStore, UnknownSessionError
+from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -94,7 +94,7 @@ class StepBody(BaseModel):
 
 class GraderBody(BaseModel):
     """``POST /grader`` body: a ``session_id`` (grade that session's episode so far) or a ``task_id``
-    with a posted ``episode_log`` (the JSON of ``inferencegym.envs.graders.EpisodeLog``)."""
+    with a posted ``episode_log`` (the JSON of ``inferencegym.tasks.graders.EpisodeLog``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -231,7 +231,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
     removed = _remove_routes(app, {("/reset", "POST"), ("/step", "POST"), ("/state", "GET")})
     if removed != 3 and simulation:
         raise RuntimeError(f"expected to replace OpenEnv's /reset, /step, /state routes, found {removed}; "
-                           f"the openenv version changed: check inferencegym/server/app.py")
+                           f"the openenv version changed: check inferencegym/apps/env_server/app.py")
     _remove_prefix(app, "/web")
 
     store = SessionStore(InferenceGymEnvironment, max_sessions=max_sessions,
@@ -408,7 +408,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                     pol.reset(seed=env.state.seed)
                 sess.data = {key: pol}
             action = pol.act(env.last_obs, env.last_info)
-        from inferencegym.server.environment import to_serve_action
+        from inferencegym.apps.env_server.environment import to_serve_action
 
         return {"policy": body.policy, "action": to_serve_action(action).model_dump()}
 
@@ -416,7 +416,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         _remove_routes(app, {("/reset", "POST"), ("/step", "POST"), ("/state", "GET")})
 
     # -- web page -------------------------------------------------------------------------
-    static_dir = resources.files("inferencegym.server") / "static"
+    static_dir = resources.files("inferencegym.apps.env_server") / "static"
     app.mount("/web/static", StaticFiles(directory=str(static_dir)), name="web-static")
 
     @app.get("/web", include_in_schema=False)
@@ -462,7 +462,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m inferencegym.server.app [--host 127.0.0.1] [--port 7860]``."""
+    """``python -m inferencegym.apps.env_server.app [--host 127.0.0.1] [--port 7860]``."""
     import uvicorn
 
     p = argparse.ArgumentParser(description="InferenceGym OpenEnv server")
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    # ``uvicorn inferencegym.server.app:app`` (and openenv.yaml's ``app:``) without building the app
+    # ``uvicorn inferencegym.apps.env_server.app:app`` (and openenv.yaml's ``app:``) without building the app
     # on every import of this module.
     if name == "app":
         globals()["app"] = built = build_app()

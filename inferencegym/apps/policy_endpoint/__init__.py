@@ -1,0 +1,18 @@
+"""Ray Serve policy endpoint: serve a trained policy over HTTP and query it from the envs.
+
+- :mod:`inferencegym.apps.policy_endpoint.policy` - a batched, greedy policy over an RLModule checkpoint, and the
+  conversion of JSON observations to the arrays of the module's observation space.
+- :mod:`inferencegym.apps.policy_endpoint.schemas` - the pydantic bodies of ``POST /act``.
+- :mod:`inferencegym.apps.policy_endpoint.app` - the Serve deployment (``/act``, ``/healthz``, ``/metadata``) and
+  :func:`~inferencegym.apps.policy_endpoint.app.build_app` for ``serve run``.
+- :mod:`inferencegym.apps.policy_endpoint.client` - :class:`~inferencegym.apps.policy_endpoint.client.HTTPPolicy`, the policy the
+  registry returns for ``http://...`` specs (closed-loop evaluation of a served policy).
+
+Heavy libraries (torch, Ray) are imported by the submodules that need them, not here.
+"""
+
+from inferencegym.apps.policy_endpoint.client import HTTPPolicy
+from inferencegym.policies import register_scheme
+
+register_scheme("http://", HTTPPolicy)
+register_scheme("https://", HTTPPolicy)
