@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from inferencegym import __version__
+
 ENV_VAR = "MLFLOW_TRACKING_URI"
 
 
@@ -59,8 +61,6 @@ def run_tags(*, task: str, policy: str, seed: int | str | None = None, kind: str
 
 
 def _version() -> str:
-    from inferencegym import __version__
-
     return __version__
 
 

@@ -93,11 +93,12 @@ def test_rl_and_the_policy_endpoint_register_their_schemes():
     import inferencegym.policies as registry
     import inferencegym.rl  # noqa: F401
     from inferencegym.apps.policy_endpoint.client import HTTPPolicy
-    from inferencegym.rl.policy_loader import load_policy
 
-    assert registry._SCHEME_HANDLERS["checkpoint:"] is load_policy
-    assert registry._SCHEME_HANDLERS["pretrained:"] is load_policy
+    assert registry._SCHEME_HANDLERS["checkpoint:"] is inferencegym.rl._load_policy
+    assert registry._SCHEME_HANDLERS["pretrained:"] is inferencegym.rl._load_policy
     assert registry._SCHEME_HANDLERS["https://"] is HTTPPolicy
+    with pytest.raises(FileNotFoundError):  # the real loader answers: no such checkpoint
+        get_policy("checkpoint:/nonexistent/ckpt", "static_workload")
 
 
 def test_evaluate_policy_aggregates_and_is_deterministic():

@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
-        from inferencegym.tracking import tracking_uri
+        from inferencegym.tracking import tracking_uri  # lazy: imports MLflow (~4.5 s); not at start-up
 
         uri = store or tracking_uri()
         console = Console()

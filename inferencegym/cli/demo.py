@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
+
+from inferencegym.rl.config import load_config
 
 DEFAULT_TASK = "cluster_routing"
 
 
 def _config_path(task: str) -> Path:
-    from inferencegym.tracking import project_root
+    from inferencegym.tracking import project_root  # lazy: imports MLflow (~4.5 s); not at start-up
 
     for root in (project_root(), Path(__file__).resolve().parents[2]):
         p = root / "rllib_configs" / f"{task}.yaml"
@@ -41,15 +42,21 @@ def demo_command(
     from rich.console import Console
     from rich.table import Table
 
-    from inferencegym.rl.compare import DEFAULT_BASELINES, evaluate_one, task_kind
-    from inferencegym.rl.report import write_report
+    from inferencegym.rl.compare import (  # lazy: imports Ray / torch (~5 s); not at start-up
+        DEFAULT_BASELINES,
+        evaluate_one,
+        task_kind,
+    )
+    from inferencegym.rl.report import write_report  # lazy: imports Ray / torch (~5 s); not at start-up
 
     console = Console()
     kind = task_kind(task)
     console.rule(f"[bold]InferenceGym demo: {task}")
     if train:
-        from inferencegym.rl.config import load_config
-        from inferencegym.rl.pipeline import log_comparison, train_and_compare
+        from inferencegym.rl.pipeline import (  # lazy: imports Ray / torch (~5 s); not at start-up
+            log_comparison,
+            train_and_compare,
+        )
 
         path = _config_path(task)
         cfg = load_config(path).with_overrides(sets=[f"stop.time_total_s={minutes * 60}", f"name=demo_{task}"])

@@ -7,6 +7,10 @@ from typing import List, Optional
 
 import typer
 
+from inferencegym.envs import get_task, list_tasks
+from inferencegym.evaluation.single import evaluate_policy
+from inferencegym.policies import get_policy
+
 
 def _split(values: list[str]) -> list[str]:
     out: list[str] = []
@@ -33,10 +37,6 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
-
-        from inferencegym.envs import get_task, list_tasks
-        from inferencegym.evaluation.single import evaluate_policy
-        from inferencegym.policies import get_policy
 
         policies = _split(policy)
         if not policies:
@@ -70,7 +70,9 @@ def register(app: typer.Typer) -> None:
             cluster_rows = []
             for p in policies:
                 for t in cluster:
-                    from inferencegym.evaluation.cluster import evaluate_cluster_policy
+                    from inferencegym.evaluation.cluster import (
+                        evaluate_cluster_policy,  # lazy: imports Ray / torch (~5 s); not at start-up
+                    )
                     prog.update(bar, description=f"{p} on {t}")
                     cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
                                                                 episode_windows=episode_windows,
@@ -78,7 +80,9 @@ def register(app: typer.Typer) -> None:
         rows = [r.to_json_dict() for r in results] + cluster_rows
         if mlflow:
             try:
-                from inferencegym.tracking import log_evaluation_run
+                from inferencegym.tracking import (
+                    log_evaluation_run,  # lazy: imports MLflow (~4.5 s); not at start-up
+                )
             except ImportError:
                 err.print("[yellow]inferencegym.tracking.log_evaluation_run is not available; "
                           "skipping MLflow logging[/yellow]")

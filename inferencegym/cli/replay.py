@@ -9,6 +9,10 @@ from typing import Optional
 
 import typer
 
+from inferencegym.envs import get_task
+from inferencegym.tasks.episode_workload import generate_episode_workload
+from inferencegym.workload import load_any
+
 
 def register(app: typer.Typer) -> None:
     @app.command("replay")
@@ -45,8 +49,15 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from inferencegym.apps.replay import (ReplayConfig, SimTarget, compare, prepare_workload, render,
-                                         run_replay, simulate)
+        from inferencegym.apps.replay import (  # lazy: imports Ray / torch (~5 s); not at start-up
+            ReplayConfig,
+            SimTarget,
+            compare,
+            prepare_workload,
+            render,
+            run_replay,
+            simulate,
+        )
 
         console = Console(stderr=json_out)
         if (trace is None) == (task is None):
@@ -63,9 +74,6 @@ def register(app: typer.Typer) -> None:
         overrides = dict(model=sim_model, gpu=sim_gpu, tensor_parallel=sim_tp, replicas=sim_replicas,
                          batch_cap=sim_batch_cap, scheduler=sim_scheduler)
         if task is not None:
-            from inferencegym.envs import get_task
-            from inferencegym.tasks.episode_workload import generate_episode_workload
-
             try:
                 spec = get_task(task)
             except ValueError as exc:
@@ -74,8 +82,6 @@ def register(app: typer.Typer) -> None:
             source = f"task {task} seed {seed}"
             target = SimTarget.from_task(task, **overrides)
         else:
-            from inferencegym.workload import load_any
-
             if not trace.exists():
                 raise typer.BadParameter(f"trace file not found: {trace}")
             wl = load_any(trace)

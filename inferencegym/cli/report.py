@@ -19,7 +19,10 @@ def report_command(
     """Write report.md / report.html (+ PNG plots) from training run records and/or Tune trials."""
     from rich.console import Console
 
-    from inferencegym.rl.report import load_records, write_report
+    from inferencegym.rl.report import (  # lazy: imports Ray / torch (~5 s); not at start-up
+        load_records,
+        write_report,
+    )
 
     console = Console()
     recs = []
@@ -39,7 +42,7 @@ def report_command(
     files = write_report(recs, out, title=title)
     console.print(f"wrote {files['report.md']} and {files['report.html']} ({len(files) - 2} plots)")
     if mlflow:
-        from inferencegym.tracking import log_evaluation_run
+        from inferencegym.tracking import log_evaluation_run  # lazy: imports MLflow (~4.5 s); not at start-up
 
         rows = [r for rec in recs for r in rec.get("rows", [])]
         run_id = log_evaluation_run(rows or [{"policy": "-", "task": "-"}], params={"records": str(records)},

@@ -32,8 +32,13 @@ def register(app: typer.Typer) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         from rich.console import Console
 
-        from inferencegym.apps.policy_endpoint.app import run_server, shutdown_server
-        from inferencegym.apps.policy_endpoint.policy import ServedPolicy
+        from inferencegym.apps.policy_endpoint.app import (  # lazy: imports Ray / torch (~5 s); not at start-up
+            run_server,
+            shutdown_server,
+        )
+        from inferencegym.apps.policy_endpoint.policy import (
+            ServedPolicy,  # lazy: imports Ray / torch (~5 s); not at start-up
+        )
 
         console = Console(stderr=True)
         # Fail fast, before Ray starts, on a spec or checkpoint that cannot load.

@@ -16,7 +16,9 @@ def register(app: typer.Typer) -> None:
         """Serve the single-agent tasks over OpenEnv's HTTP/WebSocket protocol (web page at /web)."""
         import uvicorn
 
-        from inferencegym.apps.env_server.app import build_app
+        from inferencegym.apps.env_server.app import (
+            build_app,  # lazy: imports Ray / torch (~5 s); not at start-up
+        )
 
         typer.echo(f"InferenceGym OpenEnv server on http://{host}:{port} (web page: /web, API docs: /docs)")
         uvicorn.run(build_app(max_sessions=max_sessions, idle_timeout_s=idle_timeout_s),

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from inferencegym.rl.config import ConfigError, load_config, parse_config
+
 
 def train_command(
     config: Path = typer.Option(..., "--config", "-c", help="YAML training config (rllib_configs/*.yaml)"),
@@ -26,8 +28,10 @@ def train_command(
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     from rich.console import Console
 
-    from inferencegym.rl.config import ConfigError, load_config, parse_config
-    from inferencegym.rl.train import run_training, summary_metrics
+    from inferencegym.rl.train import (  # lazy: imports Ray / torch (~5 s); not at start-up
+        run_training,
+        summary_metrics,
+    )
 
     console = Console()
     try:

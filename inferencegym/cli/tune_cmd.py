@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from inferencegym.rl.config import ConfigError
+
 
 def register(app: typer.Typer) -> None:
     @app.command("tune")
@@ -28,8 +30,12 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from inferencegym.rl.config import ConfigError
-        from inferencegym.apps.tuning import OBJECTIVE, SweepError, load_sweep, run_sweep
+        from inferencegym.apps.tuning import (  # lazy: imports Ray / torch (~5 s); not at start-up
+            OBJECTIVE,
+            SweepError,
+            load_sweep,
+            run_sweep,
+        )
 
         console = Console(stderr=json_out)
         try:

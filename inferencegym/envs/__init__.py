@@ -44,7 +44,9 @@ from inferencegym.tasks import (
 
 def __getattr__(name: str):
     if name == "ClusterEnv":  # RLlib import on first use (see the module docstring)
-        from inferencegym.envs.cluster_env import ClusterEnv
+        from inferencegym.envs.cluster_env import (
+            ClusterEnv,  # lazy: imports Ray / torch (~5 s); not at start-up
+        )
         return ClusterEnv
     raise AttributeError(f"module 'inferencegym.envs' has no attribute {name!r}")
 

@@ -17,12 +17,14 @@ from inferencegym.envs.actions import (
     ServeAction,
     action_space,
 )
-from inferencegym.tasks.adapter import make_cluster, requests_from_workload
-from inferencegym.tasks.episode_workload import EpisodeWorkload, generate_episode_workload
-from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
 from inferencegym.envs.curriculum import CurriculumMixin
 from inferencegym.envs.reward import RewardConfig, grade_term, reward_components, total_reward
-from inferencegym.tasks.spec import TaskSpec, get_task
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.presets import get_gpu
+from inferencegym.tasks.adapter import make_cluster, requests_from_workload
+from inferencegym.tasks.episode_workload import EpisodeWorkload, generate_episode_workload, mean_output_tokens
+from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
+from inferencegym.tasks.spec import TaskSpec, get_task, list_tasks
 
 OBS_FEATURES: tuple[str, ...] = (
     "queue_depth",          # 0  queued requests at window end / task.ref_batch
@@ -84,7 +86,6 @@ def nominal_rates(task: TaskSpec) -> tuple[float, float]:
         rate = p_on * w.burst_rate_rps + (1 - p_on) * w.rate_rps
     else:
         rate = w.rate_rps
-    from inferencegym.tasks.episode_workload import mean_output_tokens
 
     mean_out = mean_output_tokens(w)
     tok = rate * mean_out + w.mega_prompt_rate_per_s * w.mega_prompt_output_tokens
@@ -217,8 +218,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
 
     # ------------------------------------------------------------------------------------------
     def _setup_models(self) -> None:
-        from inferencegym.sim.execution import ExecutionModel
-
         t = self.task
         self._quality = {}
         self._gpu_mem_bytes = None
@@ -228,7 +227,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             self._quality[tier] = float(m.quality_delta)
             if tier == "FP16":
                 self._usd_per_s = m.gpu_hour_usd * t.replicas / 3600.0
-        from inferencegym.sim.presets import get_gpu
         g = get_gpu(t.gpu)
         self._gpu_mem_gb = _gpu_mem_gb(g) * t.tensor_parallel * t.replicas
 
@@ -307,7 +305,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             raise RuntimeError(f"episode is over ({self.task.episode_windows} steps); call reset()")
         a = ServeAction.from_any(action)  # raises InvalidActionError before any state change
         self._apply(a)
-        from inferencegym.sim.request import Request
 
         t, wl, w = self.task, self._wl, self._step
         lo, hi = int(wl.window_start_idx[w]), int(wl.window_start_idx[w + 1])
@@ -489,7 +486,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
 
 
 def _single_tasks():
-    from inferencegym.tasks.spec import list_tasks
     return list_tasks(kind="single")
 
 

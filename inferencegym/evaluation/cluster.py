@@ -16,13 +16,13 @@ from typing import Any, Callable
 import numpy as np
 
 from inferencegym.envs.cluster_env import ClusterEnv
+from inferencegym.policies import get_policy
+from inferencegym.policies.routers import ClusterPolicy, StaticReplica, get_cluster_policy
 from inferencegym.tasks.cluster_grading import grade_cluster
 from inferencegym.tasks.graders import EpisodeLog
 
 
 def _as_cluster_policy(policy: Any):
-    from inferencegym.policies.routers import ClusterPolicy, StaticReplica, get_cluster_policy
-
     if isinstance(policy, str):
         return get_cluster_policy(policy)
     if hasattr(policy, "act_all"):
@@ -79,8 +79,6 @@ def evaluate_cluster_policy(spec: Any, task_id: str, *, episodes: int = 5, seed:
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1; got {episodes}")
     if isinstance(spec, str) and spec.startswith(("checkpoint:", "pretrained:", "http://", "https://")):
-        from inferencegym.policies import get_policy  # trained / served routers (loaded once)
-
         spec = get_policy(spec, task_id if isinstance(task_id, str) else task_id.task_id)
     seeds = [seed + i for i in range(episodes)]
     scores, ttft, tbt, e2e, thr, imb, dec, cost, share, ret = [], [], [], [], [], [], [], [], [], []

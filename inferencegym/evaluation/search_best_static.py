@@ -26,8 +26,10 @@ from typing import Any
 import numpy as np
 
 from inferencegym.envs.actions import ServeAction
-from inferencegym.evaluation.single import run_episode
 from inferencegym.envs.serve_env import LLMServeEnv
+from inferencegym.evaluation.single import run_episode
+from inferencegym.policies.baselines import VLLM_DEFAULT, _best_static_table
+from inferencegym.tasks.episode_workload import PHASE_NAMES
 from inferencegym.tasks.spec import get_task, list_tasks
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -106,8 +108,6 @@ def search_best_static(task_id: str, seeds: list[int], rounds: int = 8,
     """Coordinate ascent over ``GRID`` from vLLM's defaults: each round tries every one-knob change
     of the incumbent and keeps the best; stops when a round brings no improvement. (The full grid
     costs ~5x more simulator time; on this 2-core machine that was not affordable.)"""
-    from inferencegym.policies.baselines import VLLM_DEFAULT
-
     env = LLMServeEnv(task_id)
     grid = _task_grid(task_id, GRID)
     cache: dict[ServeAction, float] = {}
@@ -136,8 +136,6 @@ def search_clairvoyant(task_id: str, seeds: list[int], start: ServeAction, round
     """Per hidden phase, coordinate ascent from ``start`` (the best static configuration): try each
     one-knob change of that phase's configuration (over ``CLAIRVOYANT_GRID``) with the other phases
     fixed; keep improvements."""
-    from inferencegym.tasks.episode_workload import PHASE_NAMES
-
     task = get_task(task_id)
     phases = PHASE_NAMES[task.workload.process]
     table = {p: start for p in phases}
@@ -189,7 +187,6 @@ def _write(path: Path, key: str, entry: dict, description: str) -> None:
     """Read-modify-write one task's entry under a file lock (searches of several tasks may run in
     parallel processes); atomic replace so a reader never sees half a file."""
     import fcntl
-
     import tempfile
 
     with open(Path(tempfile.gettempdir()) / f"inferencegym-{path.stem}.lock", "w") as lock:
@@ -222,7 +219,6 @@ def main(argv: list[str] | None = None) -> None:
         for t in tasks:
             t0 = time.time()
             if args.skip_static:
-                from inferencegym.policies.baselines import _best_static_table
                 best = ServeAction(**_best_static_table()["tasks"][t]["action"])
             else:
                 bar = prog.add_task(f"best_static {t}", total=None)

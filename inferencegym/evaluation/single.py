@@ -19,6 +19,8 @@ import numpy as np
 
 from inferencegym.envs.actions import FLAT_NVEC, ServeAction, flat_to_action
 from inferencegym.envs.reward import RewardConfig
+from inferencegym.envs.serve_env import LLMServeEnv
+from inferencegym.policies import get_policy
 
 DEFAULT_EVAL_SEED = 1000
 """First evaluation seed. Training / search seeds live below it (0..999), so they are disjoint."""
@@ -130,13 +132,9 @@ def evaluate_policy(policy: str | Any, task_id: str, *, episodes: int = 20,
                     episode_windows: int | None = None, policy_name: str | None = None,
                     on_episode: Callable[[EpisodeResult], None] | None = None) -> EvaluationResult:
     """Run ``episodes`` episodes with seeds ``seed, seed+1, ...`` and collect the grades."""
-    from inferencegym.envs.serve_env import LLMServeEnv
-
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if isinstance(policy, str):
-        from inferencegym.policies import get_policy
-
         name = policy_name or policy
         policy = get_policy(policy, task_id)
     else:

@@ -29,8 +29,9 @@ from inferencegym.envs.actions import (
     ServeAction,
 )
 from inferencegym.envs.serve_env import OBS_FEATURES
-from inferencegym.tasks.spec import TaskSpec, get_task
 from inferencegym.policies import register_policy
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.tasks.spec import get_task
 
 _I = {name: i for i, name in enumerate(OBS_FEATURES)}
 
@@ -88,8 +89,6 @@ class HeuristicPolicy:
     """
 
     def __init__(self, task_id: str):
-        from inferencegym.sim.execution import ExecutionModel
-
         self.task = get_task(task_id)
         self.has_prio = any(t.priority == 1 for t in self.task.tenants)
         self.tbt_slo = min(t.tbt_slo_s for t in self.task.tenants)

@@ -21,6 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferencegym.envs import OBS_FEATURES, get_task
+from inferencegym.envs.actions import InvalidActionError, ServeAction
+
 DEFAULT_API_BASE_URL = "https://router.huggingface.co/v1"
 DEFAULT_MODEL_NAME = "Qwen/Qwen2.5-72B-Instruct"
 
@@ -32,8 +35,6 @@ class ActionParseError(ValueError):
 
 
 def _action_cls():
-    from inferencegym.envs.actions import ServeAction
-
     return ServeAction
 
 
@@ -66,8 +67,6 @@ def parse_action(text: str | None):
     Accepts a bare JSON object, one inside a code fence or surrounded by prose, or an object wrapped
     as ``{"action": {...}}``. Unknown keys and out-of-range values are errors (never clipped).
     """
-    from inferencegym.envs.actions import InvalidActionError
-
     if not text or not text.strip():
         raise ActionParseError("empty reply")
     obj = _first_json_object(text)
@@ -150,8 +149,6 @@ class LLMPolicy:
         cls = _action_cls()
         desc = ""
         try:
-            from inferencegym.envs import get_task
-
             spec = get_task(self.task_id)
             desc = "Task: " + " ".join(str(getattr(spec, "description", "") or "").split())
         except Exception:  # the registry is optional for the prompt; never fatal
@@ -181,7 +178,6 @@ class LLMPolicy:
             try:
                 import numpy as np
 
-                from inferencegym.envs import OBS_FEATURES
 
                 vec = np.asarray(obs, dtype=float).ravel()
                 names = list(OBS_FEATURES) if len(OBS_FEATURES) == vec.size else \

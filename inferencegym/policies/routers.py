@@ -33,8 +33,12 @@ names both.
 
 from __future__ import annotations
 
-
 import numpy as np
+
+from inferencegym.envs.cluster_spaces import REPLICA_ACTION_NVEC
+from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
+from inferencegym.sim.router import make_router
+from inferencegym.tasks.episode_workload import mean_output_tokens
 
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
@@ -63,8 +67,6 @@ class SimRouterPolicy:
     """
 
     def __init__(self, name: str) -> None:
-        from inferencegym.sim.router import make_router
-
         self.name = name
         self.sim_name = name
         self._make = make_router
@@ -119,8 +121,6 @@ class EarliestFirstTokenRouter:
         return None  # clairvoyant: the true remaining output of every request
 
     def _iteration_s(self, i: int, rep) -> float:
-        from inferencegym.sim.estimates import decode_iteration_s
-
         key = (i, rep.cfg.batch_cap)
         v = self._iter_s.get(key)
         if v is None:
@@ -128,8 +128,6 @@ class EarliestFirstTokenRouter:
         return v
 
     def act(self, obs: dict, info: dict | None = None) -> int:
-        from inferencegym.sim.estimates import first_token_iterations
-
         env = self._env
         if env is None:
             raise ValueError(f"router policy {self.name!r} is not bound to a ClusterEnv; call "
@@ -159,8 +157,6 @@ class EstimatedTTFTRouter(EarliestFirstTokenRouter):
     name = "estimated_ttft"
 
     def _expected_output(self, env) -> float | None:
-        from inferencegym.tasks.episode_workload import mean_output_tokens
-
         return mean_output_tokens(env.task.workload)
 
 
@@ -188,8 +184,6 @@ class RandomReplica:
         self._rng = np.random.default_rng(seed)
 
     def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
-        from inferencegym.envs.cluster_env import REPLICA_ACTION_NVEC
-
         return self._rng.integers(0, np.asarray(REPLICA_ACTION_NVEC))
 
 

@@ -2,7 +2,14 @@
 policy loading and reports. Heavy imports (Ray, torch) happen in the submodules."""
 
 from inferencegym.policies import register_scheme
-from inferencegym.rl.policy_loader import load_policy
 
-register_scheme("checkpoint:", load_policy)
-register_scheme("pretrained:", load_policy)
+
+def _load_policy(spec: str, task_id: str):
+    """``checkpoint:`` / ``pretrained:`` handler of the policy registry."""
+    from inferencegym.rl.policy_loader import load_policy  # lazy: Ray + torch (~5 s), only when used
+
+    return load_policy(spec, task_id)
+
+
+register_scheme("checkpoint:", _load_policy)
+register_scheme("pretrained:", _load_policy)

@@ -18,6 +18,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from inferencegym.envs.actions import ServeAction, action_to_flat
+from inferencegym.policies import get_policy
+from inferencegym.policies.routers import get_cluster_policy
+from inferencegym.rl.env_creators import make_cluster_env, make_single_env
+from inferencegym.rl.modules import module_class
+
 
 def _stack_obs(obs_list: list[Any]) -> Any:
     import torch
@@ -176,10 +182,6 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     """Run BC for the config's modules; returns {module_id: saved state dir} for ``load_state_path``."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from inferencegym.policies import get_policy
-    from inferencegym.rl.env_creators import make_cluster_env, make_single_env
-    from inferencegym.rl.modules import module_class
-
     if env is not None:
         raise ValueError("BC warm start needs the real InferenceGym envs (env override given)")
     out = Path(out_dir)
@@ -187,15 +189,12 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     env_config = {"task_id": cfg.task_id, **cfg.env_config}
     if cfg.env == "single":
         baseline = get_policy(b.baseline, cfg.task_id)
-        from inferencegym.envs.actions import ServeAction, action_to_flat
 
         e = make_single_env(env_config)
         obs, acts, rews, ends = collect_single(e, lambda o, i: baseline.act(o, i), episodes=b.episodes, seed=b.seed,
                                    encode=lambda a: action_to_flat(ServeAction.from_any(a)))
         mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space
     else:
-        from inferencegym.policies.routers import get_cluster_policy
-
         e = make_cluster_env(env_config)
         if "router" not in cfg.policy_mapping:
             raise ValueError("BC for the cluster env imitates the router; policy_mapping has no 'router'")

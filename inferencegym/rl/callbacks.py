@@ -38,6 +38,7 @@ from typing import Any
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from inferencegym.rl.config import CurriculumSettings, SafetySettings
+from inferencegym.tasks.cluster_grading import grade_cluster
 
 METRIC_PREFIXES = ("grade/", "slo/", "tenant", "cluster/", "episode/")
 WINDOW = 50
@@ -116,8 +117,6 @@ def episode_summary(env: Any) -> dict[str, float]:
             if f is not None:
                 out[f"episode/{k}"] = f
     elif callable(getattr(env, "episode_log", None)) and hasattr(env, "possible_agents"):
-        from inferencegym.tasks.cluster_grading import grade_cluster
-
         log = env.episode_log()
         out.update({k: f for k, v in grade_cluster(env.task, log).breakdown().items()
                     if (f := _numeric(v)) is not None})

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from inferencegym.evaluation.cluster import evaluate_cluster_policy
+from inferencegym.evaluation.single import evaluate_policy
+from inferencegym.tasks import get_task
+
 DEFAULT_BASELINES = {
     "single": ["static_default", "heuristic", "best_static"],
     "cluster": ["round_robin", "least_outstanding_requests", "estimated_ttft"],
@@ -16,12 +20,6 @@ DEFAULT_BASELINES = {
 
 
 def task_kind(task_id: str) -> str:
-    from inferencegym.tasks.spec import get_task
-
-    try:
-        import inferencegym.tasks.cluster  # noqa: F401  (registers the cluster tasks)
-    except ImportError:
-        pass
     return "cluster" if get_task(task_id).kind == "cluster" else "single"
 
 
@@ -29,13 +27,9 @@ def evaluate_one(policy: Any, task_id: str, *, episodes: int, seed: int, name: s
                  on_episode: Callable[[], None] | None = None) -> dict[str, Any]:
     """One policy (registry name or object with ``act``) on ``episodes`` seeds from ``seed``."""
     if task_kind(task_id) == "cluster":
-        from inferencegym.evaluation.cluster import evaluate_cluster_policy
-
         row = evaluate_cluster_policy(policy, task_id, episodes=episodes, seed=seed,
                                       progress=(lambda i: on_episode()) if on_episode else None)
     else:
-        from inferencegym.evaluation.single import evaluate_policy
-
         res = evaluate_policy(policy, task_id, episodes=episodes, seed=seed, policy_name=name,
                               on_episode=(lambda ep: on_episode()) if on_episode else None)
         row = res.to_json_dict()

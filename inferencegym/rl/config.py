@@ -94,7 +94,7 @@ class ModuleSettings(_Strict):
     @field_validator("type")
     @classmethod
     def _known(cls, v: str) -> str:
-        from inferencegym.rl.modules import MODULE_TYPES
+        from inferencegym.rl.modules import MODULE_TYPES  # lazy: imports Ray / torch (~5 s); not at start-up
 
         if v not in MODULE_TYPES:
             raise ValueError(f"unknown module type {v!r}; valid: {', '.join(sorted(MODULE_TYPES))}")

@@ -14,6 +14,10 @@ from typing import Any
 
 import gymnasium as gym
 
+import inferencegym.envs as envs
+import inferencegym.envs.actions as actions
+from inferencegym.envs.cluster_env import ClusterEnv
+from inferencegym.rl.callbacks import safety_flags, task_ttft_slo_s
 from inferencegym.rl.config import SafetySettings
 
 SINGLE_ENV = "inferencegym_single"
@@ -27,9 +31,6 @@ _FLAT_WRAPPER_NAMES = ("FlatActionWrapper", "FlatServeActionWrapper", "MultiDisc
 
 def flat_wrapper_class() -> type[gym.Wrapper]:
     """The env package's flat MultiDiscrete action wrapper."""
-    import inferencegym.envs as envs
-    import inferencegym.envs.actions as actions
-
     for mod in (envs, actions):
         for name in _FLAT_WRAPPER_NAMES:
             cls = getattr(mod, name, None)
@@ -48,8 +49,6 @@ class SafetyWrapper(gym.Wrapper):
         self.settings = settings
 
     def step(self, action: Any):
-        from inferencegym.rl.callbacks import safety_flags, task_ttft_slo_s
-
         obs, reward, terminated, truncated, info = self.env.step(action)
         runaway, late = safety_flags(info, self.settings, task_ttft_slo_s(self.env))
         if (runaway or late) and not (terminated or truncated):
@@ -70,8 +69,6 @@ def _split_config(env_config: Any) -> tuple[str, dict[str, Any], SafetySettings 
 
 def make_single_env(env_config: Any) -> gym.Env:
     """The flat-action single-agent env for ``env_config['task_id']``."""
-    import inferencegym.envs  # noqa: F401  (registers InferenceGym/LLMServe-v0)
-
     task_id, kwargs, safety = _split_config(env_config)
     env = gym.make("InferenceGym/LLMServe-v0", task_id=task_id, **kwargs)
     env = flat_wrapper_class()(env)
@@ -82,8 +79,6 @@ def make_single_env(env_config: Any) -> gym.Env:
 
 def make_cluster_env(env_config: Any) -> Any:
     """The multi-agent cluster env for ``env_config['task_id']``."""
-    from inferencegym.envs.cluster_env import ClusterEnv
-
     task_id, kwargs, _ = _split_config(env_config)
     return ClusterEnv({"task_id": task_id, **kwargs})
 

@@ -7,7 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from inferencegym.rl.compare import compare
 from inferencegym.rl.config import TrainConfig
+from inferencegym.rl.policy_loader import export_module, load_checkpoint
+from inferencegym.rl.train import run_training
+from inferencegym.tracking import log_evaluation_run
 
 
 def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | Path, extra: dict | None = None) -> Path:
@@ -15,7 +19,6 @@ def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | P
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    from inferencegym.rl.policy_loader import export_module
 
     loaded = RLModule.from_checkpoint(str(module_dir))
     modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {"default_policy": loaded}
@@ -49,10 +52,6 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
     held-out seeds from ``seed``; returns (and optionally writes) the run record. ``resume``
     continues an interrupted experiment of the same name (``Tuner.restore``) instead of starting it
     again."""
-    from inferencegym.rl.compare import compare
-    from inferencegym.rl.policy_loader import load_checkpoint
-    from inferencegym.rl.train import run_training
-
     out = run_training(cfg, storage_path=storage, progress=progress, config_path=config_path, resume=resume)
     m = out.metrics
     steps = float(m.get("num_env_steps_sampled_lifetime") or 0.0)
@@ -74,8 +73,6 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
 
 def log_comparison(record: dict[str, Any], report_files: dict[str, Path] | None = None) -> str | None:
     """Attach the comparison (metrics per policy) and the report to an MLflow evaluation run."""
-    from inferencegym.tracking import log_evaluation_run
-
     arts = list((report_files or {}).values())
     return log_evaluation_run(record["rows"], params={"task": record["task"], "train_run": record["train"].get("mlflow_run_id"),
                                                       "checkpoint": record["train"].get("checkpoint"),

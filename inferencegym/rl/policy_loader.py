@@ -22,6 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from inferencegym.envs.actions import flat_to_action
+from inferencegym.rl.env_creators import make_cluster_env, make_single_env
+from inferencegym.rl.modules import module_class
+from inferencegym.tasks.spec import get_task
+
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "data" / "pretrained"
 EXPORT_VERSION = 1
 
@@ -34,8 +39,6 @@ def list_pretrained() -> list[str]:
 
 
 def _task_kind(task_id: str) -> str:
-    from inferencegym.tasks.spec import get_task
-
     kind = getattr(get_task(task_id), "kind", "single")
     return "cluster" if kind == "cluster" else "single"
 
@@ -106,7 +109,6 @@ class ModulePolicy:
         a = self._greedy(self.module, obs)
         if self.kind == "cluster":
             return int(a)
-        from inferencegym.envs.actions import flat_to_action
 
         return flat_to_action(a)
 
@@ -123,8 +125,6 @@ class ModulePolicy:
 
 
 def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]) -> tuple[Any, Any]:
-    from inferencegym.rl.env_creators import make_cluster_env, make_single_env
-
     if kind == "single":
         env = make_single_env({"task_id": task_id})
         try:
@@ -168,7 +168,6 @@ def load_exported(path: str | Path, task_id: str | None = None) -> ModulePolicy:
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from inferencegym.rl.modules import module_class
 
     root = Path(path)
     meta = json.loads((root / "module.json").read_text())

@@ -14,7 +14,6 @@ policy-versus-baselines chart (grade with 95 % CI, p99 TTFT); plus one table per
 
 from __future__ import annotations
 
-import csv
 import html
 import json
 import math

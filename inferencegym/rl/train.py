@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inferencegym.rl.bc import warm_start
+from inferencegym.rl.callbacks import make_callbacks_class
 from inferencegym.rl.config import TrainConfig
 from inferencegym.rl.env_creators import ENV_NAMES, register_envs
+from inferencegym.rl.modules import module_class
+from inferencegym.tracking import _metric_key, project_root, run_tags, tracking_uri
 
 #: Module id of the single-agent policy (RLlib's default).
 DEFAULT_MODULE_ID = "default_policy"
@@ -29,7 +33,6 @@ def module_specs(cfg: TrainConfig, load_state_paths: dict[str, str] | None = Non
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from inferencegym.rl.modules import module_class
 
     paths = load_state_paths or {}
     specs = {mid: RLModuleSpec(module_class=module_class(m.type), model_config=dict(m.model_config_),
@@ -65,7 +68,6 @@ def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
     """
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from inferencegym.rl.callbacks import make_callbacks_class
 
     if env is None:
         register_envs()
@@ -153,7 +155,6 @@ def _mlflow_callback(cfg: TrainConfig, uri: str, config_path: str | None) -> Any
     RLlib's ~400 result keys) at step = env steps sampled, without RLlib's timer/connector keys."""
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
-    from inferencegym.tracking import run_tags
 
     class BatchedMLflowLoggerCallback(MLflowLoggerCallback):
         def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
@@ -163,7 +164,6 @@ def _mlflow_callback(cfg: TrainConfig, uri: str, config_path: str | None) -> Any
             from mlflow.entities import Metric
             from ray.tune.utils import flatten_dict
 
-            from inferencegym.tracking import _metric_key
 
             step = int(result.get(STEPS_KEY) or result.get("training_iteration") or 0)
             ts = int(_time.time() * 1000)
@@ -238,9 +238,6 @@ def run_training(cfg: TrainConfig, *, storage_path: str | Path | None = None, re
     import torch
     from ray import tune
     from ray.rllib.algorithms.ppo import PPO
-
-    from inferencegym.rl.bc import warm_start
-    from inferencegym.tracking import project_root, tracking_uri
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()

@@ -5,13 +5,23 @@ Importing this package registers the built-in tasks (single-agent and cluster)."
 
 from __future__ import annotations
 
-from inferencegym.tasks.spec import (DEFAULT_KNOBS, ClusterOptions, GraderSpec, ReplicaKnobs,
-                                     TaskSpec, TenantSLO, WorkloadSpec, get_task, list_tasks,
-                                     register_task, task_ids)
-from inferencegym.tasks import single as _single  # noqa: E402,F401  (registers the single-agent tasks)
 from inferencegym.tasks import cluster as _cluster  # noqa: E402,F401  (registers the cluster tasks)
+from inferencegym.tasks import single as _single  # noqa: E402,F401  (registers the single-agent tasks)
 from inferencegym.tasks.cluster import CLUSTER_TASK_IDS, cluster_task, replica_capacity_rps
 from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
+from inferencegym.tasks.spec import (
+                                     DEFAULT_KNOBS,
+                                     ClusterOptions,
+                                     GraderSpec,
+                                     ReplicaKnobs,
+                                     TaskSpec,
+                                     TenantSLO,
+                                     WorkloadSpec,
+                                     get_task,
+                                     list_tasks,
+                                     register_task,
+                                     task_ids,
+)
 
 __all__ = ["TaskSpec", "TenantSLO", "WorkloadSpec", "GraderSpec", "ReplicaKnobs", "ClusterOptions",
            "DEFAULT_KNOBS", "get_task", "list_tasks", "register_task", "task_ids", "cluster_task",

@@ -33,8 +33,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from inferencegym.tasks.spec import (ClusterOptions, GraderSpec, ReplicaKnobs, TaskSpec, TenantSLO,
-                                      WorkloadSpec, get_task, register_task, task_ids)
+from inferencegym.tasks.spec import (
+    ClusterOptions,
+    GraderSpec,
+    ReplicaKnobs,
+    TaskSpec,
+    TenantSLO,
+    WorkloadSpec,
+    get_task,
+    register_task,
+    task_ids,
+)
 
 MIN_REPLICAS, MAX_REPLICAS = 2, 64
 

@@ -14,8 +14,7 @@ run as an MLflow pyfunc model and registered in the model registry. An interrupt
 with ``Tuner.restore`` (searcher state, finished and paused trials and their checkpoints).
 """
 
-from inferencegym.apps.tuning.schema import (OBJECTIVE, SweepError, SweepSpec, apply_params,
-                                              load_sweep)
+from inferencegym.apps.tuning.schema import OBJECTIVE, SweepError, SweepSpec, apply_params, load_sweep
 
 __all__ = ["OBJECTIVE", "SweepSpec", "SweepError", "SweepOutcome", "load_sweep", "apply_params",
            "run_sweep", "evaluate_module", "register_best", "find_trial_run", "experiment_name"]

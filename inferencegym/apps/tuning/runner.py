@@ -24,7 +24,6 @@ from inferencegym.rl.train import build_ppo_config, ensure_ray
 from inferencegym.tracking import project_root, run_tags, tracking_uri
 
 
-
 @dataclass
 class SweepOutcome:
     experiment_path: str

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
