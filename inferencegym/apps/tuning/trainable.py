@@ -13,7 +13,8 @@ import torch
 from ray import tune
 
 from inferencegym.apps.tuning.schema import OBJECTIVE, SweepSpec, apply_params
-from inferencegym.evaluation import evaluate_cluster_policy, evaluate_policy
+from inferencegym.evaluation.cluster import evaluate_cluster_policy
+from inferencegym.evaluation.single import evaluate_policy
 from inferencegym.rl.policy_loader import ModulePolicy
 from inferencegym.rl.train import build_ppo_config
 
