@@ -21,6 +21,7 @@ from inferencegym.envs.curriculum import CurriculumMixin
 from inferencegym.envs.reward import RewardConfig, grade_term, reward_components, total_reward
 from inferencegym.sim.execution import ExecutionModel
 from inferencegym.sim.presets import get_gpu
+from inferencegym.sim.slo import meets_slo
 from inferencegym.tasks.adapter import make_cluster, requests_from_workload
 from inferencegym.tasks.episode_workload import EpisodeWorkload, generate_episode_workload, mean_output_tokens
 from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
@@ -352,13 +353,11 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             offered = ot.tolist()
         good = [0.0] * n_t
         keep = []
-        ttft_slo, tbt_slo = self._tenant_ttft, self._tenant_tbt
+        tenants = self._cluster.config.tenants
         for r in self._inflight:
             if r.completion_s == r.completion_s:  # done (not NaN)
                 ttft = r.first_token_s - r.arrival_s
-                n = r.output_tokens - 1
-                tpot = r.tbt_sum_s / n if n > 0 else 0.0
-                if ttft <= ttft_slo[r.tenant] and tpot <= tbt_slo[r.tenant]:
+                if meets_slo(r, tenants[r.tenant]):
                     good[r.tenant] += r.output_tokens
                 self._ttfts.append(ttft)
                 self._tbt_max.append(r.tbt_max_s)

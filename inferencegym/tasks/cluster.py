@@ -105,7 +105,10 @@ def cluster_task(task_id: str | TaskSpec, num_replicas: int | None = None) -> Ta
 # Registered tasks. Capacities: output of `python benchmarks/cluster_capacity.py` (see
 # docs/bench/cluster_env.md); re-measured by tests/test_cluster_env_tasks.py.
 
-_GRADER = GraderSpec(w_slo=1.0, w_cost=0.0, w_quality=0.0)  # fixed hardware: SLO share only
+# Fixed hardware, so no cost or quality term: half the SLO share (goodput), half the tail latency
+# (p99 TTFT per tenant against its SLO), so that a router that meets a loose SLO with a 3x worse
+# tail does not grade like the best one.
+_GRADER = GraderSpec(w_slo=0.5, w_cost=0.0, w_quality=0.0, w_latency=0.5)
 _KNOBS = ReplicaKnobs(scheduler="sarathi", batch_cap=16, kv_budget_fraction=0.9, speculation_depth=0)
 _COMMON = dict(kind="cluster", model="llama-2-7b", tensor_parallel=1, window_s=2.0,
                episode_windows=60, knobs=_KNOBS, chunk_size_tokens=512)

@@ -10,14 +10,20 @@ Formula (the same for every single-agent task; the reference points are per task
 - ``slo_share`` = sum over tenants of ``weight_t * good_t`` / sum of ``weight_t * offered_t``, where
   ``offered_t`` = output tokens of the tenant's requests that arrived during the episode and
   ``good_t`` = output tokens of those that completed within the episode and met both the tenant's
-  TTFT SLO and TBT SLO (largest gap between two tokens). Unfinished requests count as not served.
+  TTFT SLO and TPOT SLO (:func:`inferencegym.sim.slo.meets_slo`: mean time per output token).
+  Unfinished requests count as not served.
 - ``cost_score`` = clip((bad - c) / (bad - good), 0, 1), c = GPU cost of the episode in USD per 1k
   good output tokens (infinite when nothing was good), ``good``/``bad`` = the task's
   ``cost_good_usd_per_1k`` / ``cost_bad_usd_per_1k``.
 - ``quality_score`` = clip(1 - d / quality_bad_delta, 0, 1), d = output-token-weighted mean quality
   delta of the quantization tiers used.
-- ``score`` = w_slo * slo_share + w_cost * cost_score + w_quality * quality_score (weights sum to 1;
-  0.65 / 0.10 / 0.25 on the built-in tasks).
+- ``latency_score`` (cluster tasks, ``w_latency > 0``) = tenant-weighted mean over tenants of
+  clip(ln(bad / q) / ln(bad / good), 0, 1), q = the tenant's ``latency_quantile`` TTFT over the
+  episode (:attr:`EpisodeLog.tenant_ttft_tail_s`; None = no first token that far into the tail: 0),
+  good / bad = ``latency_good_slo_ratio`` / ``latency_bad_slo_ratio`` x its TTFT SLO.
+- ``score`` = w_slo * slo_share + w_cost * cost_score + w_quality * quality_score
+  + w_latency * latency_score (weights sum to 1; 0.65 / 0.10 / 0.25 / 0 on the single-agent tasks,
+  0.5 / 0 / 0 / 0.5 on the cluster tasks).
 """
 
 from __future__ import annotations
@@ -65,6 +71,10 @@ class EpisodeLog(BaseModel):
     windows: list[WindowRecord] = Field(default_factory=list)
     metrics: dict[str, float | None] = Field(default_factory=dict,
                                       description="episode metrics (p99 TTFT etc.), not graded")
+    tenant_ttft_tail_s: list[float | None] = Field(
+        default_factory=list, description="per tenant: the task's latency_quantile of TTFT over the "
+                                          "episode (None: no first token that far into the tail); "
+                                          "graded only where the task's w_latency > 0")
 
 
 class GradeResult(BaseModel):
@@ -75,6 +85,7 @@ class GradeResult(BaseModel):
     slo_share: float
     cost_score: float
     quality_score: float
+    latency_score: float
     cost_usd_per_1k_good_tokens: float | None
     mean_quality_delta: float
     offered_tokens: float
@@ -133,8 +144,30 @@ def grade(task_id: str | TaskSpec, episode_log: EpisodeLog | dict | str) -> Grad
         cost, cost_score = None, 0.0
     mean_delta = delta_tokens / produced if produced > 0 else 0.0
     quality_score = _clip01(1.0 - mean_delta / g.quality_bad_delta)
-    score = g.w_slo * slo_share + g.w_cost * cost_score + g.w_quality * quality_score
+    latency_score = _latency_score(task, log) if g.w_latency > 0 else 0.0
+    score = (g.w_slo * slo_share + g.w_cost * cost_score + g.w_quality * quality_score
+             + g.w_latency * latency_score)
     return GradeResult(task_id=task.task_id, score=float(score), slo_share=float(slo_share),
                        cost_score=float(cost_score), quality_score=float(quality_score),
+                       latency_score=float(latency_score),
                        cost_usd_per_1k_good_tokens=cost, mean_quality_delta=float(mean_delta),
                        offered_tokens=float(sum(offered)), good_tokens=float(total_good))
+
+
+def _latency_score(task: TaskSpec, log: EpisodeLog) -> float:
+    """Tenant-weighted tail-latency score (see the module docstring)."""
+    tails = log.tenant_ttft_tail_s
+    if len(tails) != len(task.tenants):
+        raise ValueError(f"task {task.task_id!r} grades tail latency: the episode log needs "
+                         f"tenant_ttft_tail_s with {len(task.tenants)} entries, got {len(tails)}")
+    g = task.grader
+    span = math.log(g.latency_bad_slo_ratio / g.latency_good_slo_ratio)
+    num = den = 0.0
+    for t, q in zip(task.tenants, tails):
+        if q is not None and not (isinstance(q, float) and math.isfinite(q) and q >= 0):
+            raise ValueError(f"tenant_ttft_tail_s must hold finite values >= 0 or null, got {q!r}")
+        bad = g.latency_bad_slo_ratio * t.ttft_slo_s
+        s = 0.0 if q is None else _clip01(math.log(bad / max(q, 1e-12)) / span)
+        num += t.grade_weight * s
+        den += t.grade_weight
+    return num / den if den > 0 else 0.0

@@ -121,12 +121,30 @@ class GraderSpec:
     quality_bad_delta: float = 0.15
     """Token-weighted mean quality delta that scores 0 (quality score = 1 - delta / this); 0.15 is
     the INT4 tier's delta in the execution model, so INT4 throughout scores 0 on quality."""
+    w_latency: float = 0.0
+    """Weight of the tail-latency score (the cluster tasks use it: an SLO share alone saturates
+    when every reasonable router meets a loose SLO, while tails still differ severalfold)."""
+    latency_quantile: float = 99.0
+    """Quantile of each tenant's TTFT the latency score reads (requests with no first token count
+    as infinitely late)."""
+    latency_good_slo_ratio: float = 0.25
+    """The latency score is 1 when the tenant's TTFT quantile is at most this x its TTFT SLO..."""
+    latency_bad_slo_ratio: float = 2.0
+    """... and 0 at this x its TTFT SLO or later, log-linear in between; tenants weighted by
+    ``grade_weight``."""
 
     def __post_init__(self) -> None:
-        total = self.w_slo + self.w_cost + self.w_quality
-        if abs(total - 1.0) > 1e-9 or min(self.w_slo, self.w_cost, self.w_quality) < 0:
+        ws = (self.w_slo, self.w_cost, self.w_quality, self.w_latency)
+        total = sum(ws)
+        if abs(total - 1.0) > 1e-9 or min(ws) < 0:
             raise ValueError(f"GraderSpec weights must be >= 0 and sum to 1, got w_slo={self.w_slo}, "
-                             f"w_cost={self.w_cost}, w_quality={self.w_quality} (sum {total})")
+                             f"w_cost={self.w_cost}, w_quality={self.w_quality}, "
+                             f"w_latency={self.w_latency} (sum {total})")
+        if not 0 < self.latency_good_slo_ratio < self.latency_bad_slo_ratio:
+            raise ValueError(f"GraderSpec needs 0 < latency_good_slo_ratio < latency_bad_slo_ratio, got "
+                             f"{self.latency_good_slo_ratio} and {self.latency_bad_slo_ratio}")
+        if not 0 < self.latency_quantile <= 100:
+            raise ValueError(f"GraderSpec.latency_quantile must be in (0, 100], got {self.latency_quantile}")
         if not 0 < self.cost_good_usd_per_1k < self.cost_bad_usd_per_1k:
             raise ValueError(f"GraderSpec needs 0 < cost_good_usd_per_1k < cost_bad_usd_per_1k, got "
                              f"{self.cost_good_usd_per_1k} and {self.cost_bad_usd_per_1k}")
