@@ -336,7 +336,11 @@ class MarkovBins:
         keep = np.arange(bins.size) != last  # drop the closing spacing of each bin
         width = np.full(nb, self.bin_s)
         width[-1] = duration_s - (nb - 1) * self.bin_s
-        t = (bins * self.bin_s + within / tot * width[bins])[keep]
+        # within / tot can exceed 1 by a rounding error (cumsum and reduceat sum in other orders), and
+        # bin start + fraction x width can round past the next bin's start: clip the fraction and
+        # make the result non-decreasing (a no-op except at such float boundaries).
+        frac = np.minimum(within / tot, 1.0)
+        t = np.maximum.accumulate((bins * self.bin_s + frac * width[bins])[keep])
         return t[t < duration_s]
 
     def to_dict(self):
