@@ -32,6 +32,10 @@ def demo_command(
     task: str = typer.Option(DEFAULT_TASK, "--task", help="task to train and evaluate"),
     minutes: float = typer.Option(2.0, "--minutes", help="PPO wall-clock budget (after the BC warm start)"),
     episodes: int = typer.Option(5, "--episodes", help="held-out evaluation episodes per policy"),
+    val_episodes: int = typer.Option(3, "--val-episodes", min=0,
+                                     help="validation episodes (seeds 500..) per candidate when picking "
+                                          "the returned policy among the warm start and the checkpoints "
+                                          "(0: the last checkpoint)"),
     seed: int = typer.Option(1000, "--seed", help="first held-out evaluation seed"),
     train: bool = typer.Option(True, "--train/--no-train", help="--no-train: evaluate the baselines only"),
     out: Path = typer.Option(Path("reports/demo"), "--out", help="report directory"),
@@ -63,6 +67,7 @@ def demo_command(
         console.print(f"training {cfg.modules[cfg.map_agent('router')].type if kind == 'cluster' else 'mlp'} "
                       f"with PPO for {minutes:g} min (BC warm start: {cfg.bc.enabled}) ...")
         record = train_and_compare(cfg, config_path=str(path), episodes=episodes, seed=seed, baselines=None,
+                                   val_episodes=val_episodes,
                                    command=f"inferencegym demo --task {task} --minutes {minutes:g} --episodes {episodes}")
         rows = record["rows"]
         files = write_report([record], out, title=f"InferenceGym demo: {task}")
@@ -80,6 +85,16 @@ def demo_command(
                       f"{r.get('ttft_p99_s') or float('nan'):.3f}", f"{r.get('e2e_p99_s') or float('nan'):.3f}",
                       f"{r.get('throughput_tok_s') or float('nan'):.1f}")
     console.print(table)
+    if train and "selection" in record:
+        sel = record["selection"]
+        console.print(f"returned policy: {sel['selected']} (best mean grade on {sel['val_episodes']} "
+                      f"validation seeds from {sel['val_seed']}: " + ", ".join(
+                          f"{r['candidate']} {r['val_score_mean']:.3f}" for r in sel["table"]) + ")")
+        if "improved_on_warm_start" in record:
+            console.print("PPO improved on its warm start on the held-out seeds: "
+                          + ("[green]yes[/]" if record["improved_on_warm_start"] else
+                             "[yellow]no[/] (the table shows both; the warm start is kept when no "
+                             "checkpoint beats it on validation)"))
     console.print(f"report: {files['report.md']} / {files['report.html']}")
     if train:
         console.print(f"checkpoint: {record['train']['checkpoint']}")

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from inferencegym.rl.compare import compare
+from inferencegym.rl.compare import compare, evaluate_one
 from inferencegym.rl.config import TrainConfig
 from inferencegym.rl.policy_loader import export_module, load_checkpoint
+from inferencegym.rl.selection import VALIDATION_SEED, WARM_START, select_policy
 from inferencegym.rl.train import run_training
 from inferencegym.tracking import log_evaluation_run
 
@@ -18,7 +19,6 @@ def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | P
     """Export the trained modules of a checkpoint in the pickle-free pretrained format."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
     from ray.rllib.core.rl_module.rl_module import RLModule
-
 
     loaded = RLModule.from_checkpoint(str(module_dir))
     modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {"default_policy": loaded}
@@ -47,11 +47,15 @@ def progress_csv(checkpoint: str | None) -> str | None:
 def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed: int,
                       baselines: list[str] | None, storage: str | Path | None = None,
                       command: str | None = None, progress: bool = True,
-                      record_path: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
+                      record_path: str | Path | None = None, resume: bool = False,
+                      val_episodes: int = 0, val_seed: int = VALIDATION_SEED) -> dict[str, Any]:
     """Train ``cfg`` (Tune + MLflow), evaluate the greedy policy and the baselines on ``episodes``
     held-out seeds from ``seed``; returns (and optionally writes) the run record. ``resume``
     continues an interrupted experiment of the same name (``Tuner.restore``) instead of starting it
-    again."""
+    again. With ``val_episodes > 0`` the evaluated policy is the best of the warm start and the kept
+    checkpoints on validation seeds (:mod:`inferencegym.rl.selection`), and the warm start is
+    evaluated on the held-out seeds too (row ``warm start (BC)``), so the record says whether PPO
+    improved on it (``record["improved_on_warm_start"]``)."""
     out = run_training(cfg, storage_path=storage, progress=progress, config_path=config_path, resume=resume)
     m = out.metrics
     steps = float(m.get("num_env_steps_sampled_lifetime") or 0.0)
@@ -60,11 +64,30 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
              "env_steps": int(steps), "env_steps_per_s": round(steps / t, 1) if t > 0 else None,
              "checkpoint": out.checkpoint, "mlflow_run_id": out.mlflow_run_id, "seed": cfg.seed}
     policy = load_checkpoint(out.checkpoint, cfg.task_id)
-    rows = compare(policy, cfg.task_id, name=f"ppo ({cfg.modules[policy.module_id].type})", baselines=baselines,
+    label = f"ppo ({cfg.modules[policy.module_id].type})"
+    selection, warm_dir = None, next(iter((out.warm_start or {}).values()), None)
+    if val_episodes > 0 and out.checkpoint:
+        selection = select_policy(cfg.task_id, last_checkpoint=out.checkpoint, warm_start_dir=warm_dir,
+                                  episodes=val_episodes, seed=val_seed)
+        policy = selection.policy
+        label = (f"{label}, selected: {selection.selected}" if not selection.is_warm_start
+                 else f"{WARM_START}, selected over every PPO checkpoint")
+    rows = compare(policy, cfg.task_id, name=label, baselines=baselines,
                    episodes=episodes, seed=seed, progress=progress)
     record = {"task": cfg.task_id, "name": cfg.name, "config": config_path, "command": command,
               "progress_csv": progress_csv(out.checkpoint), "train": train, "rows": rows,
               "module_dir": out.module_dir, "tracking_uri": out.tracking_uri}
+    if selection is not None:
+        record["selection"] = {"val_seed": selection.val_seed, "val_episodes": selection.val_episodes,
+                               "selected": selection.selected, "table": selection.table}
+        if warm_dir is not None:
+            warm_row = (rows[0] if selection.is_warm_start else
+                        evaluate_one(load_checkpoint(warm_dir, cfg.task_id), cfg.task_id, episodes=episodes,
+                                     seed=seed, name=WARM_START))
+            if not selection.is_warm_start:
+                rows.insert(1, warm_row)
+            record["improved_on_warm_start"] = bool(
+                not selection.is_warm_start and rows[0]["score_mean"] > warm_row["score_mean"])
     if record_path:
         Path(record_path).parent.mkdir(parents=True, exist_ok=True)
         Path(record_path).write_text(json.dumps(record, indent=2, default=str))

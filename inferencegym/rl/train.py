@@ -143,6 +143,8 @@ class TrainOutcome:
     tracking_uri: str | None
     metrics: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
+    warm_start: dict[str, str] | None = None
+    """Module id -> the behaviour-cloned module the run started from (None without BC)."""
 
 
 #: Result keys left out of MLflow (RLlib's per-connector timers and counters: hundreds of series).
@@ -282,7 +284,7 @@ def run_training(cfg: TrainConfig, *, storage_path: str | Path | None = None, re
     metrics = dict(res.metrics or {})
     return TrainOutcome(experiment_path=str(exp_dir), checkpoint=ckpt, module_dir=module_dir,
                         mlflow_run_id=run_id, tracking_uri=uri, metrics=metrics,
-                        wall_s=time.perf_counter() - t0)
+                        wall_s=time.perf_counter() - t0, warm_start=load_paths)
 
 
 def summary_metrics(metrics: dict[str, Any]) -> dict[str, float]:
