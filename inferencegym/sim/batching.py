@@ -44,11 +44,12 @@ class VLLMScheduler:
             r = rep.head()
             if r is None:
                 break
-            need = r.prefill_target - r.prefilled_tokens
+            need = rep.uncached_prefill_tokens(r)  # its cached prefix is not prefilled
             if chunks and need > budget:
                 break
             if not rep.try_admit(r, False):
                 break
+            need = r.prefill_target - r.prefilled_tokens
             if need > 0:
                 chunks.append((r, need))
                 budget -= need

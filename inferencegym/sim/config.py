@@ -78,6 +78,9 @@ class ReplicaConfig:
     """Default per-token acceptance rate alpha (a tenant may override it)."""
     host_to_gpu_gb_s: float = 25.0
     """Host-to-GPU bandwidth per GPU used for weight reloads on a quantization switch (PCIe 4.0 x16)."""
+    prefix_caching: bool = True
+    """Automatic prefix caching (vLLM V1): a request reuses the cached KV blocks of the longest
+    prompt prefix (``Request.block_hashes``) on the replica; without block hashes nothing changes."""
 
     def __post_init__(self) -> None:
         _check(self.tensor_parallel in (1, 2, 4, 8),
@@ -101,6 +104,8 @@ class ReplicaConfig:
         _check(0.0 <= self.spec_acceptance <= 1.0,
                f"spec_acceptance must be in [0, 1], got {self.spec_acceptance}")
         _check(self.host_to_gpu_gb_s > 0, f"host_to_gpu_gb_s must be > 0, got {self.host_to_gpu_gb_s}")
+        _check(isinstance(self.prefix_caching, bool),
+               f"prefix_caching must be True or False, got {self.prefix_caching!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
