@@ -44,7 +44,9 @@ class VLLMScheduler:
             r = rep.head()
             if r is None:
                 break
-            need = rep.uncached_prefill_tokens(r)  # its cached prefix is not prefilled
+            need = r.prefill_target - r.prefilled_tokens
+            if r.block_hashes:
+                need = rep.uncached_prefill_tokens(r)  # its cached prefix is not prefilled
             if chunks and need > budget:
                 break
             if not rep.try_admit(r, False):

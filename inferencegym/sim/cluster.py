@@ -131,6 +131,7 @@ class Cluster:
         """Add requests; each becomes an arrival event at ``arrival_s`` (>= now). All are validated
         before any is added: a bad request leaves the cluster unchanged."""
         nt = len(self.config.tenants)
+        bs = self.config.replica.block_size
         requests = list(requests)
         seen: set[int] = set()
         for r in requests:
@@ -147,6 +148,11 @@ class Cluster:
                                  f"{nt} tenant(s) (indices 0..{nt - 1})")
             if r.priority not in (0, 1):
                 raise ValueError(f"request {r.req_id}: priority must be 0 or 1, got {r.priority}")
+            h = r.block_hashes
+            if h and (len(h) > r.prompt_tokens // bs or len(set(h)) != len(h)):
+                raise ValueError(f"request {r.req_id}: block_hashes must hold at most one hash per full "
+                                 f"{bs}-token block of the prompt ({r.prompt_tokens // bs}), all distinct "
+                                 f"(chained); got {len(h)} hashes, {len(set(h))} distinct")
             if r.prefill_target != 0 or r.generated_tokens != 0 or r.replica_id != -1 or id(r) in seen:
                 raise ValueError(f"request {r.req_id} was already submitted or simulated; submit fresh "
                                  f"Request objects")
@@ -166,18 +172,19 @@ class Cluster:
             raise ValueError(f"cannot run back in time: t_s={t_s} < now_s={self.now_s}")
         q = self.events
         reps = self.replicas
-        pop = q.pop
-        peek = q.peek
+        next_event = q.pop_until
         guard = self.external and not decide and self._fallback_router is None
         while True:
-            top = peek()
-            if top is None or top[0] > t_s:
+            if guard:
+                top = q.peek()
+                if top is not None and top[0] <= t_s and top[1] == EV_ARRIVAL:
+                    # refuse before touching the event (no state change)
+                    raise RuntimeError("router is 'external': advance with run_until_decision() and "
+                                       "dispatch(), or drain() (which routes the rest by least "
+                                       "outstanding requests)")
+            ev = next_event(t_s)
+            if ev is None:
                 break
-            if guard and top[1] == EV_ARRIVAL:  # refuse before touching the event (no state change)
-                raise RuntimeError("router is 'external': advance with run_until_decision() and "
-                                   "dispatch(), or drain() (which routes the rest by least "
-                                   "outstanding requests)")
-            ev = pop()
             t = ev[0]
             self.now_s = t
             kind = ev[1]

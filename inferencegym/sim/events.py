@@ -32,6 +32,13 @@ class EventQueue:
         """Remove and return the earliest event (IndexError when empty)."""
         return _pop(self._heap)
 
+    def pop_until(self, t: float) -> tuple | None:
+        """Remove and return the earliest event if its time is <= ``t``, else None (the loop's step)."""
+        h = self._heap
+        if h and h[0][0] <= t:
+            return _pop(h)
+        return None
+
     def peek(self) -> tuple | None:
         """The earliest event without removing it, or None when empty."""
         h = self._heap

@@ -143,7 +143,12 @@ class KVCache:
                     ref[h] = c + 1
             if not self.n_cached:
                 fq.clear()
-        self.allocate(blocks - hit)
+        n = blocks - hit
+        if n < 0 or n > self.capacity_blocks - self.used_blocks:
+            raise KVCacheError(f"cannot allocate {n} blocks: {self.free_blocks} free of {self.capacity_blocks}")
+        if self.n_cached:
+            self._take(n)
+        self.used_blocks += n
         r.kv_blocks = blocks
         r.shared_blocks = hit
 
@@ -186,7 +191,10 @@ class KVCache:
                                f"{self.used_blocks} in use")
         r.kv_blocks = 0
         if not s:
-            self.free(priv)
+            self.used_blocks -= priv
+            if self.n_cached and priv:
+                self._anon += 1
+                self.fq[(self._anon,)] = priv
             return
         r.shared_blocks = 0
         fq = self.fq

@@ -132,11 +132,15 @@ class ReplicaWindow:
         first gap counts only for the ``back`` of them that also produced the previous iteration's
         token (the others' first gap is recorded separately). ``t_back`` / ``t_all``: the same
         counts per tenant (None with one tenant)."""
+        rec = self.tbt
         if back == B:
-            self.add_tbt(d0, step, k, B, -1)
+            rec.d0.append(d0)
+            rec.step.append(step)
+            rec.n.append(k)
+            rec.w.append(B)
         else:
-            self.add_tbt(d0, 0.0, 1, back, -1)
-            self.add_tbt(d0 + step, step, k - 1, B, -1)
+            rec.add(d0, 0.0, 1, back)
+            rec.add(d0 + step, step, k - 1, B)
         ttbt = self.ttbt
         if ttbt is not None:
             for ti, c in enumerate(t_all):
