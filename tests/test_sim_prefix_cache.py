@@ -206,3 +206,20 @@ def test_duplicate_hashes_in_one_request_are_refused():
     with pytest.raises(ValueError, match="block_hashes"):
         cl.submit([long])
     assert cl.n_submitted == 0
+
+
+def test_victim_of_a_priority_admission_is_not_prefilled_while_queued():
+    """Regression: under chunked prefill a best-effort request whose chunk was already planned could
+    be preempted by a priority admission in the same plan; the iteration then advanced it while it
+    sat in the queue (and could emit its first token from there). ``check_invariants`` now asserts
+    that a queued request holds no progress."""
+    rng = np.random.default_rng(335444150)
+    reqs = prefix_requests(rng, rate=29.735979745321128, duration_s=4.0, n_prefixes=2, tenants=2,
+                           priority_tenant=1)
+    c = cfg(scheduler="sarathi", router="least_kv_load", num_replicas=3, kv_budget_fraction=0.03, batch_cap=2,
+            priority_routing=True, tenants=(TenantSpec(name="be"), TenantSpec(name="p", priority=1)))
+    for with_hashes in (False, True):
+        rs = clone_with_hashes(reqs) if with_hashes else clone(reqs)
+        cl = run(c, rs, seed=335444150, check_invariants=True)
+        assert sum(r.preemptions for r in rs) > 0
+        assert all(r.done for r in rs if r.rejected_reason is None)

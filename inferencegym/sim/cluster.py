@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .cache_view import PublishedView
 from .config import ClusterConfig, ReplicaConfig
 from .events import EventQueue
 from .metrics import (TBTRecorder, TenantWindowStats, WindowStats, pct, pdict,
@@ -92,6 +93,8 @@ class Cluster:
                 raise ValueError(f"max_run_iterations must be >= 1, got {max_run_iterations}")
             for rep in self.replicas:
                 rep.max_run = int(max_run_iterations)
+        self.cache_view = PublishedView(config.cache_publish_interval_s)
+        """What routers see of the replicas' prefix caches and load (published, slightly stale)."""
         self.router = make_router(config.router)
         self.external = config.router == "external"
         self.events = EventQueue()
@@ -584,6 +587,16 @@ class Cluster:
         out[:, 7] = outstanding - prev if prev is not None else 0.0
         self._features_prev = outstanding
         return out
+
+    def published_cached_tokens(self, replica_id: int, req: Request) -> int:
+        """Prompt tokens of ``req`` cached on ``replica_id`` as last published (what a router may
+        credit; at most ``prompt_tokens - 1``, whole blocks)."""
+        h = req.block_hashes
+        if not h:
+            return 0
+        bs = self.replicas[replica_id].kv.block_size
+        snap = self.cache_view.get(self)[replica_id]
+        return snap.prefix_blocks(h, (req.prompt_tokens - 1) // bs) * bs
 
     # ------------------------------------------------------------------ results
     _RESULT_FIELDS = ("req_id", "arrival_s", "prompt_tokens", "output_tokens", "tenant", "priority",

@@ -133,6 +133,9 @@ class ClusterConfig:
     """Price of one GPU-hour; None uses the GPU preset's price."""
     recent_window: int = 32
     """Number of recent TTFT / iteration samples per replica behind ``replica_features()``."""
+    cache_publish_interval_s: float = 0.05
+    """Cache-aware routers see the replicas' prefix caches and load metrics as published every
+    this many simulated seconds (KV events / metrics scraping; 0 = always current)."""
     replica_configs: tuple[ReplicaConfig, ...] = ()
     """Heterogeneous clusters (e.g. mixed A100/H100): one ``ReplicaConfig`` per replica, overriding
     ``replica``; empty (the default) = every replica uses ``replica``. Added for the cluster env."""
@@ -156,6 +159,8 @@ class ClusterConfig:
         if self.gpu_hour_usd is not None:
             _check(self.gpu_hour_usd >= 0, f"gpu_hour_usd must be >= 0, got {self.gpu_hour_usd}")
         _check(self.recent_window >= 1, f"recent_window must be >= 1, got {self.recent_window}")
+        _check(self.cache_publish_interval_s >= 0,
+               f"cache_publish_interval_s must be >= 0 s, got {self.cache_publish_interval_s}")
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

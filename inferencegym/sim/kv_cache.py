@@ -72,6 +72,10 @@ class KVCache:
         """Blocks holding a cached prefix block (referenced or evictable)."""
         return len(self.ref) + self.n_cached
 
+    def cached_hashes(self) -> frozenset:
+        """Hashes of every cached block (referenced or evictable): what KV events would publish."""
+        return frozenset(self.ref).union(k for k in self.fq if type(k) is not tuple)
+
     def blocks_for(self, tokens: int) -> int:
         """Blocks needed to hold ``tokens`` tokens."""
         return -(-tokens // self.block_size)

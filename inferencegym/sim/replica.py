@@ -588,6 +588,8 @@ class Replica:
         pc = kv.prefix_caching
         bs = kv.block_size
         for r, c in self.it_chunks:
+            if not r.kv_blocks:  # preempted by a priority admission after its chunk was planned:
+                continue         # the chunk's work is lost (it is back in the queue, from scratch)
             r.prefilled_tokens += c
             if pc and r.block_hashes:  # name the prompt blocks this chunk completed
                 nf = r.prefilled_tokens // bs
@@ -719,6 +721,8 @@ class Replica:
         for q in (self.waiting, self.prio_waiting):
             for r in q:
                 assert r.kv_blocks == 0 and r.shared_blocks == 0, f"queued request {r.req_id} holds blocks"
+                assert r.prefilled_tokens == 0 or r.prefilled_tokens >= r.prefill_target, (
+                    f"queued request {r.req_id} was advanced while queued ({r.prefilled_tokens} tokens)")
 
     def fragmentation(self) -> float:
         alloc = sum(r.kv_blocks for r in self.running) * self.kv.block_size
