@@ -109,3 +109,20 @@ def test_estimated_ttft_credits_cached_tokens():
 def test_bad_publish_interval_is_refused():
     with pytest.raises(ValueError, match="cache_publish_interval_s"):
         cfg(cache_publish_interval_s=-1.0)
+
+
+def test_published_hashes_follow_the_kv_events_exactly():
+    reqs = prefix_requests(np.random.default_rng(8), rate=20.0, duration_s=8.0, n_prefixes=6)
+    cl = Cluster(cfg(num_replicas=2, router="llmd_precise", kv_budget_fraction=0.01,
+                     cache_publish_interval_s=0.0), np.random.default_rng(0))
+    cl.submit(reqs)
+    seen: set = set()
+    gone = 0
+    for t in np.arange(0.25, 60.0, 0.25):
+        cl.run_until(float(t))
+        for rep, snap in zip(cl.replicas, cl.cache_view.get(cl)):
+            assert snap.hashes == set(rep.kv.cached_hashes())
+            gone += len(seen - snap.hashes)
+            seen |= snap.hashes
+    assert gone > 0  # evictions happened and were published
+    cl.drain()

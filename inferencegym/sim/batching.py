@@ -44,12 +44,8 @@ class VLLMScheduler:
             r = rep.head()
             if r is None:
                 break
-            need = r.prefill_target - r.prefilled_tokens
-            if r.block_hashes:
-                need = rep.uncached_prefill_tokens(r)  # its cached prefix is not prefilled
-            if chunks and need > budget:
-                break
-            if not rep.try_admit(r, False):
+            # refused when the prompt left after its cached prefix exceeds the budget
+            if not rep.try_admit(r, False, budget if chunks else None):
                 break
             need = r.prefill_target - r.prefilled_tokens
             if need > 0:

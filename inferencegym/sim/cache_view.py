@@ -15,13 +15,29 @@ from typing import Any
 
 
 class ReplicaSnapshot:
-    """One replica as published: cached hashes, waiting requests, KV usage fraction, outstanding."""
+    """One replica as last published: cached hashes (kept current by applying the replica's KV
+    events at each publication, so a publication costs the changes, not the cache size), waiting
+    requests, KV usage fraction, outstanding requests."""
 
-    __slots__ = ("hashes", "waiting", "kv_usage", "outstanding")
+    __slots__ = ("hashes", "waiting", "kv_usage", "outstanding", "_events")
 
     def __init__(self, rep: Any) -> None:
+        self.hashes = set(rep.kv.cached_hashes())
+        self._events = rep.kv.publish_events()
+        self._events.clear()
+        self.refresh(rep)
+
+    def refresh(self, rep: Any) -> None:
+        ev = self._events
+        if ev:
+            hs = self.hashes
+            for h, stored in ev:
+                if stored:
+                    hs.add(h)
+                else:
+                    hs.discard(h)
+            ev.clear()
         kv = rep.kv
-        self.hashes = kv.cached_hashes()
         self.waiting = rep.queued()
         self.kv_usage = kv.used_blocks / kv.capacity_blocks
         self.outstanding = rep.outstanding()
@@ -55,6 +71,10 @@ class PublishedView:
         tick = (now // iv) if iv > 0 else now
         if tick != self._tick or iv == 0:
             cluster.sync()
-            self._snaps = [ReplicaSnapshot(rep) for rep in cluster.replicas]
+            if not self._snaps:
+                self._snaps = [ReplicaSnapshot(rep) for rep in cluster.replicas]
+            else:
+                for snap, rep in zip(self._snaps, cluster.replicas):
+                    snap.refresh(rep)
             self._tick = tick
         return self._snaps

@@ -35,7 +35,7 @@ class KVCache:
     """Block allocator with an LRU prefix cache (see the module docstring)."""
 
     __slots__ = ("block_size", "capacity_blocks", "used_blocks", "watermark_blocks", "prefix_caching",
-                 "ref", "fq", "n_cached", "_anon")
+                 "ref", "fq", "n_cached", "_anon", "events")
 
     def __init__(self, *, capacity_tokens: int, block_size: int = 16, watermark_fraction: float = 0.01,
                  prefix_caching: bool = True) -> None:
@@ -56,6 +56,9 @@ class KVCache:
         self.n_cached = 0
         """Evictable cached blocks (hashes in ``fq``)."""
         self._anon = 0
+        self.events: list | None = None
+        """KV events (vLLM's BlockStored / BlockRemoved) since the last read, ``(hash, stored)``;
+        None (the default) records nothing. ``publish_events`` turns it on."""
 
     # ------------------------------------------------------------------ counts
     @property
@@ -71,6 +74,12 @@ class KVCache:
     def cached_blocks(self) -> int:
         """Blocks holding a cached prefix block (referenced or evictable)."""
         return len(self.ref) + self.n_cached
+
+    def publish_events(self) -> list:
+        """Start recording KV events (if not yet) and return the list they go to (the reader clears it)."""
+        if self.events is None:
+            self.events = []
+        return self.events
 
     def cached_hashes(self) -> frozenset:
         """Hashes of every cached block (referenced or evictable): what KV events would publish."""
@@ -105,6 +114,8 @@ class KVCache:
             if v is None:  # evict a cached block
                 self.n_cached -= 1
                 n -= 1
+                if self.events is not None:
+                    self.events.append((key, False))
             elif v > n:
                 fq[key] = v - n
                 fq.move_to_end(key, last=False)
@@ -136,17 +147,21 @@ class KVCache:
         if hit:
             ref = self.ref
             fq = self.fq
+            get = ref.get
+            taken = 0
             for h in r.block_hashes[:hit]:
-                c = ref.get(h)
+                c = get(h)
                 if c is None:
                     del fq[h]  # KeyError here would mean a read of an evicted block
-                    self.n_cached -= 1
-                    self.used_blocks += 1
+                    taken += 1
                     ref[h] = 1
                 else:
                     ref[h] = c + 1
-            if not self.n_cached:
-                fq.clear()
+            if taken:
+                self.n_cached -= taken
+                self.used_blocks += taken
+                if not self.n_cached:
+                    fq.clear()
         n = blocks - hit
         if n < 0 or n > self.capacity_blocks - self.used_blocks:
             raise KVCacheError(f"cannot allocate {n} blocks: {self.free_blocks} free of {self.capacity_blocks}")
@@ -176,6 +191,8 @@ class KVCache:
                     del fq[h]
                     self.n_cached -= 1
                     dup += 1
+                elif self.events is not None:
+                    self.events.append((h, True))
                 ref[h] = 1
         r.shared_blocks = n_full
         if self.n_cached:
@@ -212,17 +229,17 @@ class KVCache:
             self._anon += 1
             fq[(self._anon,)] = priv
         ref = self.ref
-        hashes = r.block_hashes
-        for i in range(s - 1, -1, -1):
-            h = hashes[i]
-            c = ref[h] - 1
-            if c:
-                ref[h] = c
+        freed = 0
+        for h in reversed(r.block_hashes[:s]):
+            c = ref[h]
+            if c > 1:
+                ref[h] = c - 1
             else:
                 del ref[h]
-                self.used_blocks -= 1
                 fq[h] = None
-                self.n_cached += 1
+                freed += 1
+        self.used_blocks -= freed
+        self.n_cached += freed
         if not self.n_cached:
             fq.clear()
 
@@ -236,6 +253,8 @@ class KVCache:
         if self.used_blocks > cap:
             raise KVCacheError(f"resize to {cap} blocks with {self.used_blocks} in use")
         if cap != self.capacity_blocks and self.n_cached:
+            if self.events is not None:
+                self.events.extend((k, False) for k in self.fq if type(k) is not tuple)
             self.fq.clear()
             self.n_cached = 0
         self.capacity_blocks = cap

@@ -172,9 +172,10 @@ class Replica:
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.prio_waiting) + len(self.running) + self.inbound
 
-    def try_admit(self, r: "Request", full: bool) -> bool:
+    def try_admit(self, r: "Request", full: bool, budget: int | None = None) -> bool:
         """Admit the queue head ``r`` if the batch cap and KV (with watermark) allow; a priority
-        request may preempt best-effort ones when priority scheduling is on."""
+        request may preempt best-effort ones when priority scheduling is on. With ``budget``, refuse
+        (before any change) when its prefill tokens not found in the prefix cache exceed it."""
         kv = self.kv
         transfer = r.prefilled_tokens >= r.prefill_target
         if full:
@@ -191,9 +192,20 @@ class Replica:
         # prefix cache: at most (prefill_target - 1) tokens are reused (one token is always computed)
         lookup = r.block_hashes and kv.prefix_caching and not transfer
         hit = ev = 0
-        while True:
+        if budget is not None:
             if lookup:
                 hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
+                ht = hit * kv.block_size
+                left = r.prefill_target - (ht if ht > r.prefilled_tokens else r.prefilled_tokens)
+            else:
+                left = r.prefill_target - r.prefilled_tokens
+            if left > budget:
+                return False
+        matched = budget is not None  # the lookup above is current
+        while True:
+            if lookup and not matched:  # (again after a priority preemption changed the cache)
+                hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
+            matched = False
             demand = need - hit + ev  # new blocks plus evictable cached blocks taken off the queue
             free = kv.capacity_blocks - kv.used_blocks
             if len(self.running) < cap and (free - demand >= kv.watermark_blocks
@@ -232,16 +244,6 @@ class Replica:
                     w.prefix_hit_tokens += r.cached_tokens
         self._kv_peak()
         return True
-
-    def uncached_prefill_tokens(self, r: "Request") -> int:
-        """Prefill tokens ``r`` would compute if admitted now (its cached prefix not counted)."""
-        need = r.prefill_target - r.prefilled_tokens
-        if need > 0 and r.block_hashes and self.kv.prefix_caching:
-            kv = self.kv
-            hit = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)[0] * kv.block_size
-            if hit > r.prefilled_tokens:
-                need = r.prefill_target - hit
-        return need
 
     def preempt(self, r: "Request") -> None:
         """Recompute preemption (vLLM): free the blocks, requeue at the front."""
