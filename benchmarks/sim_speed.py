@@ -5,6 +5,13 @@ round-robin routing, the Azure conversation trace (Splitwise, 19,366 requests ov
 from ``../shared/reference/vidur/data/processed_traces/splitwise_conv.csv``; 1 and 4 replicas.
 
     python benchmarks/sim_speed.py [--json] [--repeats 3] [--trace PATH] [--replicas 1 4]
+    python benchmarks/sim_speed.py --scenario prefix [--json] [--repeats 3] [--replicas 4]
+
+``--scenario prefix``: a prefix-heavy synthetic stream built here (no trace, no workload module):
+64 shared system prompts of 500-4,000 tokens (log-uniform) with Zipf(1.1) popularity, a private
+user suffix of 20-500 tokens, 20-400 output tokens, Poisson arrivals at 6 requests/s for 3,300 s
+(~19,800 requests, the reference trace's size), one chained block hash per full 16-token block;
+run with prefix caching on and off, round-robin and ``llmd_precise`` routing.
 
 Prints simulated requests per wall-clock second and simulated seconds per wall-clock second
 (medians over ``--repeats`` runs; wall time covers the event loop from submit to drain, not the
@@ -14,6 +21,7 @@ trace loading), and the latency figures of the run. ``--json``: one JSON object 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -36,13 +44,42 @@ def load_requests(path: Path):
     return load_trace(path, format="replay")
 
 
-def run_once(workload, replicas: int, scheduler: str = "vllm", kernel_only: bool = False) -> dict:
+def prefix_requests(seed: int = 0, *, rate: float = 6.0, duration_s: float = 3300.0, n_prefixes: int = 64,
+                    block_size: int = 16) -> list:
+    """The prefix-heavy stream of ``--scenario prefix`` (see the module docstring)."""
+    from inferencegym.sim import Request
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.poisson(rate * duration_s))
+    t = np.sort(rng.uniform(0.0, duration_s, n))
+    plen = np.exp(rng.uniform(np.log(500), np.log(4000), n_prefixes)).astype(int)
+    w = 1.0 / np.arange(1, n_prefixes + 1) ** 1.1
+    which = rng.choice(n_prefixes, size=n, p=w / w.sum())
+    suffix = rng.integers(20, 501, n)
+    out = rng.integers(20, 401, n)
+    reqs = []
+    for i in range(n):
+        p = int(which[i])
+        prompt = int(plen[p] + suffix[i])
+        shared = int(plen[p]) // block_size
+        full = prompt // block_size
+        hashes = tuple(range((p + 1) << 20, ((p + 1) << 20) + shared)) + tuple(
+            -((i + 1) << 20) - j for j in range(full - shared))
+        reqs.append(Request(req_id=i, arrival_s=float(t[i]), prompt_tokens=prompt, output_tokens=int(out[i]),
+                            block_hashes=hashes))
+    return reqs
+
+
+def run_once(workload, replicas: int, scheduler: str = "vllm", kernel_only: bool = False, *,
+             router: str = "round_robin", prefix_caching: bool = True) -> dict:
     from inferencegym.sim import Cluster, ClusterConfig, ExecutionModel, ReplicaConfig
 
     cfg = ClusterConfig(replica=ReplicaConfig(model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1,
-                                              scheduler=scheduler, batch_cap=128),
-                        num_replicas=replicas, router="round_robin")
-    reqs = workload.to_requests()
+                                              scheduler=scheduler, batch_cap=128,
+                                              prefix_caching=prefix_caching),
+                        num_replicas=replicas, router=router)
+    reqs = workload.to_requests() if hasattr(workload, "to_requests") else [
+        dataclasses.replace(r) for r in workload]
     model = None
     if kernel_only:  # what Vidur's profiles measure: no per-iteration engine overhead
         model = ExecutionModel.from_preset(model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1,
@@ -69,6 +106,8 @@ def run_once(workload, replicas: int, scheduler: str = "vllm", kernel_only: bool
         "tpot_s": ws.tpot_s,
         "e2e_s": ws.e2e_s,
         "preemptions": int(res["preemptions"].sum()),
+        "prefix_hit_rate": ws.prefix_hit_rate,
+        "cached_tokens": int(res["cached_tokens"].sum()),
     }
 
 
@@ -129,7 +168,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="execution model without the fitted engine overhead (like Vidur's profiles)")
     ap.add_argument("--vidur-compare", action="store_true",
                     help="latency on Vidur's scenarios next to Vidur's own figures (JSON lines)")
+    ap.add_argument("--scenario", choices=("reference", "prefix"), default="reference",
+                    help="reference: the Splitwise trace (Vidur's scenario); prefix: a prefix-heavy synthetic stream")
     args = ap.parse_args(argv)
+    if args.scenario == "prefix":
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        return prefix_main(args)
     if not args.trace.is_file():
         print(f"trace not found: {args.trace} (pass --trace)", file=sys.stderr)
         return 2
@@ -169,6 +213,37 @@ def main(argv: list[str] | None = None) -> int:
                   f"{out['iterations_per_wall_s']:.0f} iter/s (median wall {wall:.2f} s, "
                   f"{out['speedup_vs_vidur_143_req_s']}x Vidur)\n  TTFT {out['ttft_s']}\n  TPOT {out['tpot_s']}\n"
                   f"  TBT {out['tbt_s']}\n  E2E {out['e2e_s']}", flush=True)
+    return 0
+
+
+def prefix_main(args) -> int:
+    reqs = prefix_requests()
+    cases = [("round_robin", True), ("round_robin", False), ("llmd_precise", True)]
+    for n in args.replicas:
+        for router, pc in cases:
+            runs = [run_once(reqs, n, args.scheduler, args.kernel_only, router=router, prefix_caching=pc)
+                    for _ in range(args.repeats)]
+            wall = statistics.median(r["wall_s"] for r in runs)
+            r0 = runs[0]
+            out = {
+                "scenario": f"llama-2-7b/a100-80gb/tp1/{args.scheduler}/{router}/prefix64_zipf1.1"
+                            + ("" if pc else "/no_prefix_caching"),
+                "replicas": n, "requests": r0["requests"], "completed": r0["completed"],
+                "wall_s_median": round(wall, 3), "wall_s_all": [round(r["wall_s"], 3) for r in runs],
+                "requests_per_s": round(r0["requests"] / wall, 1),
+                "cpu_s_median": round(statistics.median(r["cpu_s"] for r in runs), 3),
+                "sim_s_per_wall_s": round(r0["sim_s"] / wall, 1),
+                "load_average_1min": round(os.getloadavg()[0], 2),
+                "sim_s": round(r0["sim_s"], 2), "iterations": r0["iterations"],
+                "prefix_hit_rate": round(r0["prefix_hit_rate"], 4), "cached_tokens": r0["cached_tokens"],
+                "ttft_s": r0["ttft_s"], "tpot_s": r0["tpot_s"], "preemptions": r0["preemptions"],
+            }
+            if args.json:
+                print(json.dumps(out), flush=True)
+            else:
+                print(f"{out['scenario']} x{n}: {out['requests_per_s']} req/s, {out['sim_s_per_wall_s']} sim s/s "
+                      f"(median wall {wall:.2f} s), hit rate {out['prefix_hit_rate']}, TTFT {out['ttft_s']}",
+                      flush=True)
     return 0
 
 

@@ -64,3 +64,32 @@ def results_equal(a: dict, b: dict) -> bool:
         elif not np.array_equal(x, y):
             return False
     return True
+
+
+def prefix_requests(rng: np.random.Generator, *, rate: float, duration_s: float, block_size: int = 16,
+                    n_prefixes: int = 4, prefix_blocks=(2, 40), suffix=(1, 400), output=(1, 200),
+                    tenants: int = 1, priority_tenant: int | None = None, first_id: int = 0) -> list[Request]:
+    """Poisson arrivals sharing ``n_prefixes`` prompt prefixes (uniform popularity): prompt = a
+    prefix of whole blocks + a private suffix; ``block_hashes`` chained per simulator block."""
+    n = int(rng.poisson(rate * duration_s))
+    t = np.sort(rng.uniform(0.0, duration_s, n))
+    plen = rng.integers(prefix_blocks[0], prefix_blocks[1] + 1, n_prefixes)
+    out = []
+    for i in range(n):
+        p = int(rng.integers(n_prefixes))
+        prompt = int(plen[p]) * block_size + int(rng.integers(suffix[0], suffix[1] + 1))
+        full = prompt // block_size
+        hashes = tuple((p + 1) * 1_000_003 + j if j < plen[p] else -((first_id + i + 1) * 100_003 + j)
+                       for j in range(full))
+        ten = int(rng.integers(tenants)) if tenants > 1 else 0
+        out.append(Request(req_id=first_id + i, arrival_s=float(t[i]), prompt_tokens=prompt,
+                           output_tokens=int(rng.integers(output[0], output[1] + 1)), tenant=ten,
+                           priority=int(priority_tenant is not None and ten == priority_tenant),
+                           block_hashes=hashes))
+    return out
+
+
+def clone_with_hashes(reqs: list[Request]) -> list[Request]:
+    return [Request(req_id=r.req_id, arrival_s=r.arrival_s, prompt_tokens=r.prompt_tokens,
+                    output_tokens=r.output_tokens, tenant=r.tenant, priority=r.priority,
+                    block_hashes=r.block_hashes) for r in reqs]

@@ -21,7 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "output_tokens": 128, "trace": None, "trace_format": "auto", "seed": 0,
     "speculation_depth": 0, "spec_acceptance": 0.7, "quantization": "fp16", "disaggregate": False,
     "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
-    "results_parquet": None,
+    "results_parquet": None, "prefix_caching": True,
 }
 POISSON_DEFAULT_DURATION_S = 300.0
 
@@ -132,7 +132,8 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
                            batch_cap=int(o["batch_cap"]), chunk_size=int(o["chunk_size"]),
                            kv_budget_fraction=float(o["kv_budget_fraction"]),
                            speculation_depth=int(o["speculation_depth"]),
-                           spec_acceptance=float(o["spec_acceptance"]))
+                           spec_acceptance=float(o["spec_acceptance"]),
+                           prefix_caching=bool(o["prefix_caching"]))
         cc = ClusterConfig(replica=rc, num_replicas=int(o["replicas"]), router=o["router"], tenants=tenants,
                            priority_routing=bool(o["priority_routing"]), disaggregate=bool(o["disaggregate"]),
                            prefill_replicas=int(o["prefill_replicas"]), gpu_hour_usd=o["gpu_hour_usd"])
@@ -180,6 +181,9 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
         "cost_usd": ws.cost_usd,
         "cost_per_1k_tokens": ws.cost_per_1k_tokens,
         "spec_acceptance_rate": ws.spec_acceptance_rate,
+        "prefix_hit_rate": ws.prefix_hit_rate,
+        "cached_tokens": int(res["cached_tokens"].sum()) if len(reqs) else 0,
+        "prefix_cache_occupancy": ws.prefix_cache_occupancy,
         "tenants": {n: {"ttft_s": t.ttft_s, "tbt_s": t.tbt_s, "tpot_s": t.tpot_s, "e2e_s": t.e2e_s,
                         "completions": t.completions,
                         "slo_attainment": t.slo_attainment} for n, t in ws.tenants.items()},
@@ -210,7 +214,8 @@ def _print_table(s: dict) -> None:
         d = s[k]
         t.add_row(k + " p50/p90/p99", " / ".join(f(d[q]) for q in ("p50", "p90", "p99")))
     for k in ("throughput_tok_s", "throughput_req_s", "goodput_req_s", "slo_attainment", "kv_occupancy_mean",
-              "kv_occupancy_max", "cost_per_1k_tokens", "quality_delta", "spec_acceptance_rate", "sim_s",
+              "kv_occupancy_max", "cost_per_1k_tokens", "quality_delta", "spec_acceptance_rate",
+              "prefix_hit_rate", "cached_tokens", "sim_s",
               "gpus", "wall_s"):
         t.add_row(k, f(s[k]))
     if len(s["tenants"]) > 1:
@@ -228,7 +233,8 @@ def register(app: typer.Typer) -> None:
         tensor_parallel: Optional[int] = typer.Option(None, help="GPUs per replica [1]"),
         replicas: Optional[int] = typer.Option(None, help="number of replicas [1]"),
         router: Optional[str] = typer.Option(None, help="round_robin|random|least_outstanding_requests|"
-                                                         "least_kv_load|power_of_two_choices|clairvoyant"),
+                                                         "least_kv_load|power_of_two_choices|clairvoyant|"
+                                                         "llmd_precise|llmd_approx|sglang_cache_aware|dynamo_kv"),
         scheduler: Optional[str] = typer.Option(None, help="vllm|sarathi|static [vllm]"),
         batch_cap: Optional[int] = typer.Option(None, help="max running sequences [128]"),
         chunk_size: Optional[int] = typer.Option(None, help="sarathi tokens per iteration [512]"),
@@ -252,6 +258,8 @@ def register(app: typer.Typer) -> None:
         gpu_hour_usd: Optional[float] = typer.Option(None, help="override the preset GPU-hour price"),
         config: Optional[Path] = typer.Option(None, help="YAML with any of these options (underscored)"),
         results_parquet: Optional[Path] = typer.Option(None, help="write per-request results here"),
+        prefix_caching: Optional[bool] = typer.Option(None, "--prefix-caching/--no-prefix-caching",
+                                                      help="automatic prefix caching on the replicas [on]"),
         json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
     ) -> None:
         """Simulate a serving cluster on a trace or Poisson arrivals and summarise latency, throughput, cost."""

@@ -141,7 +141,8 @@ class EarliestFirstTokenRouter:
         best, best_key = -1, None
         for i in _allowed(obs):
             rep = cluster.replicas[i]
-            est = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=expected)
+            est = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=expected,
+                                         cached_tokens=cluster.published_cached_tokens(i, req))
             key = (est * self._iteration_s(i, rep), rep.outstanding(), i)
             if best_key is None or key < best_key:
                 best, best_key = i, key

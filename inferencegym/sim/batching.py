@@ -44,11 +44,10 @@ class VLLMScheduler:
             r = rep.head()
             if r is None:
                 break
+            # refused when the prompt left after its cached prefix exceeds the budget
+            if not rep.try_admit(r, False, budget if chunks else None):
+                break
             need = r.prefill_target - r.prefilled_tokens
-            if chunks and need > budget:
-                break
-            if not rep.try_admit(r, False):
-                break
             if need > 0:
                 chunks.append((r, need))
                 budget -= need

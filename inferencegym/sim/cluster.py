@@ -1,7 +1,7 @@
 """The cluster: an event-driven simulator of replicas behind a router.
 
-Events sit in one heap keyed ``(time, priority, seq)`` with a per-instance counter: replica
-iteration ends (priority 0), KV transfers (1), arrivals (2). Replicas advance independently between
+Events sit in one ``EventQueue`` (``events.py``) keyed ``(time, priority, seq)`` with a
+per-instance counter: replica iteration ends (priority 0), KV transfers (1), arrivals (2). Replicas advance independently between
 cluster events; each replica's end of planned work is one event (stale ones are skipped by version).
 No class-level state: two clusters in one process never interact.
 """
@@ -9,14 +9,15 @@ No class-level state: two clusters in one process never interact.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from .cache_view import PublishedView
 from .config import ClusterConfig, ReplicaConfig
+from .events import EventQueue
 from .metrics import (TBTRecorder, TenantWindowStats, WindowStats, pct, pdict,
                       weighted_arith_percentiles)
 from .replica import IDLE, RUN, Replica
@@ -92,10 +93,11 @@ class Cluster:
                 raise ValueError(f"max_run_iterations must be >= 1, got {max_run_iterations}")
             for rep in self.replicas:
                 rep.max_run = int(max_run_iterations)
+        self.cache_view = PublishedView(config.cache_publish_interval_s)
+        """What routers see of the replicas' prefix caches and load (published, slightly stale)."""
         self.router = make_router(config.router)
         self.external = config.router == "external"
-        self._heap: list = []
-        self._seq = 0
+        self.events = EventQueue()
         self.now_s = 0.0
         self.requests: list[Request] = []
         self._pending_decision: Request | None = None
@@ -132,6 +134,7 @@ class Cluster:
         """Add requests; each becomes an arrival event at ``arrival_s`` (>= now). All are validated
         before any is added: a bad request leaves the cluster unchanged."""
         nt = len(self.config.tenants)
+        bs = self.config.replica.block_size
         requests = list(requests)
         seen: set[int] = set()
         for r in requests:
@@ -148,6 +151,11 @@ class Cluster:
                                  f"{nt} tenant(s) (indices 0..{nt - 1})")
             if r.priority not in (0, 1):
                 raise ValueError(f"request {r.req_id}: priority must be 0 or 1, got {r.priority}")
+            h = r.block_hashes
+            if h and (len(h) > r.prompt_tokens // bs or len(set(h)) != len(h)):
+                raise ValueError(f"request {r.req_id}: block_hashes must hold at most one hash per full "
+                                 f"{bs}-token block of the prompt ({r.prompt_tokens // bs}), all distinct "
+                                 f"(chained); got {len(h)} hashes, {len(set(h))} distinct")
             if r.prefill_target != 0 or r.generated_tokens != 0 or r.replica_id != -1 or id(r) in seen:
                 raise ValueError(f"request {r.req_id} was already submitted or simulated; submit fresh "
                                  f"Request objects")
@@ -156,8 +164,7 @@ class Cluster:
             r.prefill_target = r.prompt_tokens
             self.requests.append(r)
             self.n_submitted += 1
-            self._seq += 1
-            heapq.heappush(self._heap, (r.arrival_s, EV_ARRIVAL, self._seq, r))
+            self.events.schedule(r.arrival_s, EV_ARRIVAL, r)
 
     # ------------------------------------------------------------------ event loop
     def _run(self, t_s: float, decide: bool, until_done: bool = False) -> Request | None:
@@ -166,16 +173,21 @@ class Cluster:
                                f"dispatch(req, replica_id) first")
         if t_s < self.now_s:
             raise ValueError(f"cannot run back in time: t_s={t_s} < now_s={self.now_s}")
-        heap = self._heap
+        q = self.events
         reps = self.replicas
-        pop = heapq.heappop
+        next_event = q.pop_until
         guard = self.external and not decide and self._fallback_router is None
-        while heap and heap[0][0] <= t_s:
-            if guard and heap[0][1] == EV_ARRIVAL:  # refuse before touching the event (no state change)
-                raise RuntimeError("router is 'external': advance with run_until_decision() and "
-                                   "dispatch(), or drain() (which routes the rest by least "
-                                   "outstanding requests)")
-            ev = pop(heap)
+        while True:
+            if guard:
+                top = q.peek()
+                if top is not None and top[0] <= t_s and top[1] == EV_ARRIVAL:
+                    # refuse before touching the event (no state change)
+                    raise RuntimeError("router is 'external': advance with run_until_decision() and "
+                                       "dispatch(), or drain() (which routes the rest by least "
+                                       "outstanding requests)")
+            ev = next_event(t_s)
+            if ev is None:
+                break
             t = ev[0]
             self.now_s = t
             kind = ev[1]
@@ -259,7 +271,7 @@ class Cluster:
         rep = self.replicas[rid]
         r.replica_id = rid
         r.dispatched_s = self.now_s
-        if rep._reject_if_too_big(r):
+        if rep.reject_if_too_big(r):
             self._collect_rejections(rep)
             return
         if self.disagg_on and rid in self.prefill_ids:
@@ -285,8 +297,7 @@ class Cluster:
 
     def _push_step(self, rep: Replica, end: float) -> None:
         rep.version += 1
-        self._seq += 1
-        heapq.heappush(self._heap, (end, EV_STEP, self._seq, rep.id, rep.version))
+        self.events.schedule(end, EV_STEP, rep.id, rep.version)
 
     def _collect_rejections(self, rep: Replica) -> None:
         for r, why in rep.rejected:
@@ -308,23 +319,18 @@ class Cluster:
         r.prefill_replica_id = src.id
         r.kv_transfer_s = dt
         reps[dst].inbound += 1
-        self._seq += 1
-        heapq.heappush(self._heap, (self.now_s + dt, EV_TRANSFER, self._seq, r, dst))
+        self.events.schedule(self.now_s + dt, EV_TRANSFER, r, dst)
 
     def _finish_transfer(self, r: Request, dst: int) -> None:
         rep = self.replicas[dst]
-        rep.inbound -= 1
         r.handoff = False
         r.replica_id = dst
-        r.kv_tokens = 0
-        r.prefilled_tokens = r.prefill_target  # KV present; admission allocates its blocks
-        rep.now = self.now_s
-        rep._emit_token(r, self.now_s)
+        rep.receive_kv(r, self.now_s)
         if r.generated_tokens >= r.output_tokens:
             r.completion_s = r.last_token_s
             self._complete([r])
             return
-        if rep._reject_if_too_big(r):
+        if rep.reject_if_too_big(r):
             self._collect_rejections(rep)
             return
         rep.enqueue(r)
@@ -398,8 +404,7 @@ class Cluster:
         pauses: dict[str, float] = {}
         news = []
         for i in ids:  # validate every replica's new config before changing any
-            rep = self.replicas[i]
-            cur = rep.pending[0] if rep.pending is not None else rep.cfg
+            cur = self.replicas[i].target_config
             news.append((i, cur, dataclasses.replace(cur, **knobs)))
         for i, cur, new in news:
             rep = self.replicas[i]
@@ -410,17 +415,13 @@ class Cluster:
             if new.quantization != cur.quantization:
                 reload_s = float(model.weight_bytes_per_gpu) / (new.host_to_gpu_gb_s * 1e9)
                 pauses[str(i)] = reload_s
-            if rep.pending is not None:
-                reload_s = max(reload_s, rep.pending[2])
+            reload_s = max(reload_s, rep.pending_reload_s)
             rep.now = self.now_s
             end = rep.request_config(new, model, reload_s)
             if end is not None:
                 self._push_step(rep, end)
-            elif rep.state == IDLE:
-                rep.apply_pending(self.now_s)
-                self._collect_rejections(rep)
-                if rep.queued() or rep.running or self.now_s < rep.paused_until:
-                    self._schedule(rep)
+            elif rep.state == IDLE:  # its next plan (now) applies the change
+                self._schedule(rep)
         return pauses
 
     # ------------------------------------------------------------------ metrics
@@ -436,7 +437,7 @@ class Cluster:
         for rep in self.replicas:
             rep.check_invariants()
         queued = sum(rep.queued() + len(rep.running) for rep in self.replicas)
-        in_heap = sum(1 for e in self._heap if e[1] != EV_STEP)
+        in_heap = sum(1 for e in self.events if e[1] != EV_STEP)
         pending = 1 if self._pending_decision is not None else 0
         total = self.n_completed + self.n_rejected + queued + in_heap + pending
         assert total == self.n_submitted, (f"conservation: completed {self.n_completed} + rejected "
@@ -461,17 +462,25 @@ class Cluster:
         cost = 0.0
         mem = 0.0
         alloc = used_tok = 0
+        q_tok = hit_tok = 0
+        rep_hit: dict[str, float] = {}
+        cache_occ = []
         for rep in self.replicas:
-            rep._kv_advance(now)
-            tbt.extend(rep.tbt)
-            tokens += rep.tokens_out
-            qsum += rep.quality_token_sum
-            preempt += rep.preemptions
-            prop += rep.spec_proposed
-            acc += rep.spec_accepted
+            w = rep.window_close(now)
+            tbt.extend(w.tbt)
+            tokens += w.tokens_out
+            qsum += w.quality_token_sum
+            preempt += w.preemptions
+            prop += w.spec_proposed
+            acc += w.spec_accepted
+            q_tok += w.prefix_query_tokens
+            hit_tok += w.prefix_hit_tokens
+            rep_hit[str(rep.id)] = (w.prefix_hit_tokens / w.prefix_query_tokens
+                                    if w.prefix_query_tokens else math.nan)
+            cache_occ.append(rep.kv.cached_blocks / rep.kv.capacity_blocks)
             if dur > 0:
-                occ.append(rep.kv_area / (rep.kv.capacity_blocks * dur))
-            occ_max = max(occ_max, rep.kv_max, rep.kv.used_blocks / rep.kv.capacity_blocks)
+                occ.append(w.kv_area / (rep.kv.capacity_blocks * dur))
+            occ_max = max(occ_max, w.kv_max, rep.kv_occupancy())
             m = rep.model
             gpu_s += m.gpu_count * dur
             cost += m.gpu_hour_usd * dur / 3600.0
@@ -480,7 +489,7 @@ class Cluster:
             for r in rep.running:
                 alloc += r.kv_blocks * rep.kv.block_size
                 used_tok += r.kv_tokens
-        first = [r for rep in self.replicas for r in rep.win_first]
+        first = [r for rep in self.replicas for r in rep.win.first]
         tbt_arrays = tbt.arrays()
         tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
         done = self._win_done
@@ -495,7 +504,7 @@ class Cluster:
             else:
                 ttb = TBTRecorder()
                 for rep in self.replicas:
-                    ttb.extend(rep.ttbt[ti])
+                    ttb.extend(rep.win.ttbt[ti])
                 ttb_p = ttb.percentiles()
             tstats[ts.name] = TenantWindowStats(
                 name=ts.name, completions=len(dd),
@@ -527,6 +536,10 @@ class Cluster:
             cost_per_1k_tokens=cost / (tokens / 1000.0) if tokens else math.nan,
             spec_acceptance_rate=acc / prop if prop else math.nan,
             quality_delta=qsum / tokens if tokens else float(np.mean([r.quality for r in self.replicas])),
+            prefix_hit_rate=hit_tok / q_tok if q_tok else math.nan,
+            prefix_cached_tokens=hit_tok,
+            prefix_cache_occupancy=float(np.mean(cache_occ)),
+            replica_prefix_hit_rate=rep_hit,
             tenants=tstats)
         if reset:
             self._reset_window()
@@ -541,20 +554,9 @@ class Cluster:
         self._win_rejections = 0
         self._win_done = []
         for rep in self.replicas:
-            self.total_preemptions += rep.preemptions
-            self.total_tokens += rep.tokens_out
-            rep.tbt = TBTRecorder()
-            if rep.ttbt is not None:
-                rep.ttbt = [TBTRecorder() for _ in rep.ttbt]
-            rep.win_first = []
-            rep.tokens_out = 0
-            rep.quality_token_sum = 0.0
-            rep.preemptions = 0
-            rep.spec_proposed = 0
-            rep.spec_accepted = 0
-            rep.kv_area = 0.0
-            rep.kv_t = self.now_s
-            rep.kv_max = rep.kv.used_blocks / rep.kv.capacity_blocks
+            self.total_preemptions += rep.win.preemptions
+            self.total_tokens += rep.win.tokens_out
+            rep.reset_window(self.now_s)
 
     # ------------------------------------------------------------------ agent-facing state
     FEATURE_NAMES = ("queue_len", "oldest_wait_s", "mean_wait_s", "running", "kv_occupancy",
@@ -577,7 +579,7 @@ class Cluster:
             out[i, 1] = max(waits) if waits else 0.0
             out[i, 2] = sum(waits) / len(waits) if waits else 0.0
             out[i, 3] = len(rep.running)
-            out[i, 4] = rep.kv.used_blocks / rep.kv.capacity_blocks
+            out[i, 4] = rep.kv_occupancy()
             out[i, 5] = _p90(rep.recent_ttft)
             out[i, 6] = _p90(rep.recent_iter)
             outstanding[i] = rep.outstanding()
@@ -586,11 +588,21 @@ class Cluster:
         self._features_prev = outstanding
         return out
 
+    def published_cached_tokens(self, replica_id: int, req: Request) -> int:
+        """Prompt tokens of ``req`` cached on ``replica_id`` as last published (what a router may
+        credit; at most ``prompt_tokens - 1``, whole blocks)."""
+        h = req.block_hashes
+        if not h:
+            return 0
+        bs = self.replicas[replica_id].kv.block_size
+        snap = self.cache_view.get(self)[replica_id]
+        return snap.prefix_blocks(h, (req.prompt_tokens - 1) // bs) * bs
+
     # ------------------------------------------------------------------ results
     _RESULT_FIELDS = ("req_id", "arrival_s", "prompt_tokens", "output_tokens", "tenant", "priority",
                       "replica_id", "prefill_replica_id", "dispatched_s", "first_scheduled_s",
                       "first_token_s", "completion_s", "preemptions", "tbt_max_s", "tbt_sum_s",
-                      "kv_transfer_s", "generated_tokens")
+                      "kv_transfer_s", "generated_tokens", "cached_tokens")
 
     def results(self) -> dict[str, np.ndarray]:
         """Per-request table over every submitted request (dict of equal-length numpy arrays),

@@ -78,6 +78,9 @@ class ReplicaConfig:
     """Default per-token acceptance rate alpha (a tenant may override it)."""
     host_to_gpu_gb_s: float = 25.0
     """Host-to-GPU bandwidth per GPU used for weight reloads on a quantization switch (PCIe 4.0 x16)."""
+    prefix_caching: bool = True
+    """Automatic prefix caching (vLLM V1): a request reuses the cached KV blocks of the longest
+    prompt prefix (``Request.block_hashes``) on the replica; without block hashes nothing changes."""
 
     def __post_init__(self) -> None:
         _check(self.tensor_parallel in (1, 2, 4, 8),
@@ -101,6 +104,8 @@ class ReplicaConfig:
         _check(0.0 <= self.spec_acceptance <= 1.0,
                f"spec_acceptance must be in [0, 1], got {self.spec_acceptance}")
         _check(self.host_to_gpu_gb_s > 0, f"host_to_gpu_gb_s must be > 0, got {self.host_to_gpu_gb_s}")
+        _check(isinstance(self.prefix_caching, bool),
+               f"prefix_caching must be True or False, got {self.prefix_caching!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -128,6 +133,9 @@ class ClusterConfig:
     """Price of one GPU-hour; None uses the GPU preset's price."""
     recent_window: int = 32
     """Number of recent TTFT / iteration samples per replica behind ``replica_features()``."""
+    cache_publish_interval_s: float = 0.05
+    """Cache-aware routers see the replicas' prefix caches and load metrics as published every
+    this many simulated seconds (KV events / metrics scraping; 0 = always current)."""
     replica_configs: tuple[ReplicaConfig, ...] = ()
     """Heterogeneous clusters (e.g. mixed A100/H100): one ``ReplicaConfig`` per replica, overriding
     ``replica``; empty (the default) = every replica uses ``replica``. Added for the cluster env."""
@@ -151,6 +159,8 @@ class ClusterConfig:
         if self.gpu_hour_usd is not None:
             _check(self.gpu_hour_usd >= 0, f"gpu_hour_usd must be >= 0, got {self.gpu_hour_usd}")
         _check(self.recent_window >= 1, f"recent_window must be >= 1, got {self.recent_window}")
+        _check(self.cache_publish_interval_s >= 0,
+               f"cache_publish_interval_s must be >= 0 s, got {self.cache_publish_interval_s}")
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -18,7 +18,9 @@ A request's output length is unknown to a real router: with ``expected_output_to
 request's remaining output is taken as that expectation (memoryless: the same for a request that has
 already produced tokens), which uses only what a router observes; with ``None``, the true remaining
 output is used (clairvoyant; no learning agent sees it). The estimate ignores preemptions, KV
-limits, and speculative decoding (stated simplifications).
+limits, and speculative decoding (stated simplifications). With prefix caching, the new request's
+cached prompt tokens (as the replicas last published them: ``Cluster.published_cached_tokens``)
+are not prefilled, so they do not count.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from typing import Any
 
 
 def first_token_iterations(rep: Any, prompt_tokens: int, *,
-                           expected_output_tokens: float | None) -> float:
+                           expected_output_tokens: float | None, cached_tokens: int = 0) -> float:
     """Estimated iterations until a new request of ``prompt_tokens`` would emit its first token on
-    replica ``rep`` (a :class:`inferencegym.sim.replica.Replica`; see the module docstring)."""
+    replica ``rep`` (a :class:`inferencegym.sim.replica.Replica`; see the module docstring), of
+    which ``cached_tokens`` are in the replica's prefix cache and are not prefilled."""
     chunk = max(1, rep.cfg.chunk_size)
     cap = rep.cfg.batch_cap
     running = rep.running
@@ -52,7 +55,7 @@ def first_token_iterations(rep: Any, prompt_tokens: int, *,
             out = r.output_tokens if clair else expected_output_tokens
             heapq.heappush(slots, t + r.prompt_tokens / chunk + out)
     start = slots[0] if slots else 0.0
-    return start + (ahead + prompt_tokens) / chunk
+    return start + (ahead + prompt_tokens - cached_tokens) / chunk
 
 
 def decode_iteration_s(rep: Any) -> float:

@@ -71,6 +71,88 @@ class TBTRecorder:
         return weighted_arith_percentiles(*self.arrays(), qs)
 
 
+class ReplicaWindow:
+    """A replica's counters over the current metrics window; ``reset()`` starts a new window.
+
+    ``tbt`` holds every time-between-token sample of the replica; ``ttbt`` one recorder per tenant
+    (only with several tenants, so the single-tenant hot path skips it). ``add_tbt`` is the one way
+    samples are recorded, whatever the advance mode (closed-form run, iteration, speculation, token).
+    """
+
+    __slots__ = ("tbt", "ttbt", "first", "tokens_out", "quality_token_sum", "preemptions",
+                 "spec_proposed", "spec_accepted", "kv_area", "kv_t", "kv_max",
+                 "prefix_query_tokens", "prefix_hit_tokens")
+
+    def __init__(self, n_tenants: int) -> None:
+        self.ttbt = [TBTRecorder() for _ in range(n_tenants)] if n_tenants > 1 else None
+        self.reset(0.0, 0.0)
+
+    def reset(self, now: float, kv_fraction: float) -> None:
+        """Start a window at ``now`` with KV occupancy ``kv_fraction``."""
+        self.tbt = TBTRecorder()
+        if self.ttbt is not None:
+            self.ttbt = [TBTRecorder() for _ in self.ttbt]
+        self.first: list = []
+        """Requests whose first token came out in the window."""
+        self.tokens_out = 0
+        self.quality_token_sum = 0.0
+        self.preemptions = 0
+        self.spec_proposed = 0
+        self.spec_accepted = 0
+        self.kv_area = 0.0
+        """Integral of KV blocks in use over time since ``kv_t``'s window start (block-seconds)."""
+        self.kv_t = now
+        self.kv_max = kv_fraction
+        self.prefix_query_tokens = 0
+        """Prompt tokens of requests admitted for the first time in the window."""
+        self.prefix_hit_tokens = 0
+        """Of those, tokens found in the prefix cache."""
+
+    def add_tbt(self, d0: float, step: float, n: int, w: float, tenant: int = 0, tenant_w=None) -> None:
+        """Record ``w`` sequences' gaps ``d0, d0 + step, ..`` (``n`` of them). Per tenant: all ``w``
+        to ``tenant``, ``tenant_w[i]`` of them to tenant ``i`` when ``tenant_w`` is given, none
+        when ``tenant`` is -1."""
+        if n > 0 and w > 0:
+            rec = self.tbt
+            rec.d0.append(d0)
+            rec.step.append(step)
+            rec.n.append(n)
+            rec.w.append(w)
+            ttbt = self.ttbt
+            if ttbt is not None:
+                if tenant_w is None:
+                    if tenant >= 0:
+                        ttbt[tenant].add(d0, step, n, w)
+                else:
+                    for ti, c in enumerate(tenant_w):
+                        ttbt[ti].add(d0, step, n, c)
+
+    def add_run(self, d0: float, step: float, k: int, back: int, B: int, t_back, t_all) -> None:
+        """``B`` sequences decoded ``k`` iterations back to back (gaps ``d0, d0 + step, ..``); the
+        first gap counts only for the ``back`` of them that also produced the previous iteration's
+        token (the others' first gap is recorded separately). ``t_back`` / ``t_all``: the same
+        counts per tenant (None with one tenant)."""
+        rec = self.tbt
+        if back == B:
+            rec.d0.append(d0)
+            rec.step.append(step)
+            rec.n.append(k)
+            rec.w.append(B)
+        else:
+            rec.add(d0, 0.0, 1, back)
+            rec.add(d0 + step, step, k - 1, B)
+        ttbt = self.ttbt
+        if ttbt is not None:
+            for ti, c in enumerate(t_all):
+                if c:
+                    cb = t_back[ti]
+                    if cb == c:
+                        ttbt[ti].add(d0, step, k, c)
+                    else:
+                        ttbt[ti].add(d0, 0.0, 1, cb)
+                        ttbt[ti].add(d0 + step, step, k - 1, c)
+
+
 def weighted_arith_percentiles(d0: np.ndarray, step: np.ndarray, n: np.ndarray, w: np.ndarray,
                                qs: tuple[float, ...], expand_max: int = 20_000) -> list[float]:
     """Inverted-CDF percentiles of the multiset {d0_j + step_j * i, weight w_j : i < n_j}.
@@ -257,6 +339,16 @@ class WindowStats:
     """Accepted draft tokens / proposed draft tokens (NaN when speculation was off)."""
     quality_delta: float
     """Output-token-weighted quality cost of the quantization tiers in use (0 for FP16)."""
+    prefix_hit_rate: float = NAN
+    """Prompt tokens found in the prefix cache / prompt tokens, over the requests first admitted in
+    the window (token-weighted; NaN when none was admitted)."""
+    prefix_cached_tokens: int = 0
+    """Prompt tokens served from the prefix cache (first admissions in the window)."""
+    prefix_cache_occupancy: float = 0.0
+    """Fraction of KV blocks holding cached prefix blocks (referenced or evictable) at the window
+    end, mean over replicas."""
+    replica_prefix_hit_rate: dict[str, float] = field(default_factory=dict)
+    """``prefix_hit_rate`` per replica, keyed by replica index."""
     tenants: dict[str, TenantWindowStats] = field(default_factory=dict)
     """Per-tenant aggregates, keyed by tenant name."""
 

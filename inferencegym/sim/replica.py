@@ -25,7 +25,7 @@ import numpy as np
 
 from .batching import make_scheduler
 from .kv_cache import KVCache
-from .metrics import TBTRecorder
+from .metrics import ReplicaWindow
 
 if TYPE_CHECKING:
     from .config import ReplicaConfig
@@ -64,21 +64,10 @@ class Replica:
         self.seg_b = 0.0
         self.seg_decodes: list = []
         self.it_chunks: list = []
-        # metrics (window counters; the cluster resets them)
-        self.tbt = TBTRecorder()
+        # metrics of the current window (``reset_window`` starts a new one)
         self.n_tenants = len(tenant_alpha)
-        # per-tenant token-level TBT (only with several tenants; kept off the single-tenant path)
-        self.ttbt = [TBTRecorder() for _ in range(self.n_tenants)] if self.n_tenants > 1 else None
-        self.win_first: list = []
-        self.tokens_out = 0
-        self.quality_token_sum = 0.0
+        self.win = ReplicaWindow(self.n_tenants)
         self.prompt_tokens_done = 0
-        self.preemptions = 0
-        self.spec_proposed = 0
-        self.spec_accepted = 0
-        self.kv_area = 0.0
-        self.kv_t = 0.0
-        self.kv_max = 0.0
         self.recent_ttft: deque = deque(maxlen=recent_window)
         self.recent_iter: deque = deque(maxlen=recent_window)
         self.iterations = 0
@@ -88,7 +77,8 @@ class Replica:
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
-                          block_size=config.block_size, watermark_fraction=config.watermark_fraction)
+                          block_size=config.block_size, watermark_fraction=config.watermark_fraction,
+                          prefix_caching=config.prefix_caching)
 
     # ------------------------------------------------------------------ configuration
     def _set_config(self, cfg: "ReplicaConfig", model) -> None:
@@ -105,15 +95,25 @@ class Replica:
         self.quality = float(model.quality_delta)
         self._coeffs: dict = {}
 
+    @property
+    def target_config(self) -> "ReplicaConfig":
+        """The config in force after the pending change (the current one when none is pending)."""
+        return self.pending[0] if self.pending is not None else self.cfg
+
+    @property
+    def pending_reload_s(self) -> float:
+        return self.pending[2] if self.pending is not None else 0.0
+
     def request_config(self, cfg: "ReplicaConfig", model, reload_s: float) -> float | None:
-        """Queue a new config; applied at the next iteration boundary. Returns a new end time when
-        a running decode run was truncated (the caller re-schedules), else None."""
+        """Queue a new config; it takes effect in ``plan`` (the next iteration boundary; the only
+        place it does). Returns a new end time when a running decode run was truncated so that the
+        boundary comes sooner (the caller re-schedules), else None."""
         self.pending = (cfg, model, reload_s)
         if self.state == RUN:
             return self.interrupt(self.now)
         return None
 
-    def apply_pending(self, now: float) -> None:
+    def _apply_pending(self, now: float) -> None:
         cfg, model, reload_s = self.pending  # type: ignore[misc]
         self.pending = None
         self._kv_advance(now)
@@ -122,6 +122,7 @@ class Replica:
         new_blocks = cap_tokens // cfg.block_size
         if cfg.block_size != self.kv.block_size:
             raise ValueError("block_size cannot change while the simulator runs")
+        self.kv.prefix_caching = cfg.prefix_caching
         while self.kv.used_blocks > new_blocks and self.running:
             self.preempt(self.running[-1])
         self.kv.resize(cap_tokens, cfg.watermark_fraction)
@@ -129,11 +130,10 @@ class Replica:
         for r in list(self.running):
             if self.kv.blocks_for(self.max_kv_tokens(r)) > self.kv.capacity_blocks:
                 self.running.remove(r)
-                self.kv.free(r.kv_blocks)
-                r.kv_blocks = 0
-                self._reject_if_too_big(r)
+                self.kv.release(r)
+                self.reject_if_too_big(r)
         for q in (self.prio_waiting, self.waiting):
-            keep = [r for r in q if not self._reject_if_too_big(r)]
+            keep = [r for r in q if not self.reject_if_too_big(r)]
             q.clear()
             q.extend(keep)
         if reload_s > 0:
@@ -142,7 +142,8 @@ class Replica:
     def max_kv_tokens(self, r: "Request") -> int:
         return r.prompt_tokens + r.output_tokens - 1
 
-    def _reject_if_too_big(self, r: "Request") -> bool:
+    def reject_if_too_big(self, r: "Request") -> bool:
+        """Record ``r`` as rejected (in ``rejected``) if it can never fit this replica's KV cache."""
         need = self.kv.blocks_for(self.max_kv_tokens(r))
         if need > self.kv.capacity_blocks:
             self.rejected.append((r, f"needs {need} KV blocks at full length ({self.max_kv_tokens(r)} tokens) "
@@ -171,14 +172,16 @@ class Replica:
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.prio_waiting) + len(self.running) + self.inbound
 
-    def try_admit(self, r: "Request", full: bool) -> bool:
+    def try_admit(self, r: "Request", full: bool, budget: int | None = None) -> bool:
         """Admit the queue head ``r`` if the batch cap and KV (with watermark) allow; a priority
-        request may preempt best-effort ones when priority scheduling is on."""
+        request may preempt best-effort ones when priority scheduling is on. With ``budget``, refuse
+        (before any change) when its prefill tokens not found in the prefix cache exceed it."""
         kv = self.kv
+        transfer = r.prefilled_tokens >= r.prefill_target
         if full:
             tokens = self.max_kv_tokens(r)
-        elif r.prefilled_tokens >= r.prefill_target:  # KV arrived by transfer: decodes at once,
-            mx = self.max_kv_tokens(r)                 # so hold its next step's slots too
+        elif transfer:  # KV arrived by transfer: decodes at once,
+            mx = self.max_kv_tokens(r)  # so hold its next step's slots too
             tokens = r.prefill_target + self.lookahead
             if tokens > mx:
                 tokens = mx
@@ -186,10 +189,27 @@ class Replica:
             tokens = r.prefill_target
         need = -(-tokens // kv.block_size)
         cap = self.cfg.batch_cap
+        # prefix cache: at most (prefill_target - 1) tokens are reused (one token is always computed)
+        lookup = r.block_hashes and kv.prefix_caching and not transfer
+        hit = ev = 0
+        if budget is not None:
+            if lookup:
+                hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
+                ht = hit * kv.block_size
+                left = r.prefill_target - (ht if ht > r.prefilled_tokens else r.prefilled_tokens)
+            else:
+                left = r.prefill_target - r.prefilled_tokens
+            if left > budget:
+                return False
+        matched = budget is not None  # the lookup above is current
         while True:
+            if lookup and not matched:  # (again after a priority preemption changed the cache)
+                hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
+            matched = False
+            demand = need - hit + ev  # new blocks plus evictable cached blocks taken off the queue
             free = kv.capacity_blocks - kv.used_blocks
-            if len(self.running) < cap and (free - need >= kv.watermark_blocks
-                                            or (not self.running and free >= need)):
+            if len(self.running) < cap and (free - demand >= kv.watermark_blocks
+                                            or (not self.running and free >= demand)):
                 break
             if self.priority_on and r.priority == 1 and not full:
                 victim = None
@@ -206,13 +226,22 @@ class Replica:
         else:
             self.waiting.popleft()
         self._kv_advance(self.now)
-        kv.used_blocks += need
-        r.kv_blocks = need
-        if r.prefilled_tokens >= r.prefill_target:  # KV arrived by transfer
+        kv.admit(r, need, hit)
+        if hit:
+            ht = hit * kv.block_size
+            if ht > r.prefilled_tokens:
+                r.prefilled_tokens = ht
+        if transfer:
             r.kv_tokens = r.prefill_target
         self.running.append(r)
         if _isnan(r.first_scheduled_s):
             r.first_scheduled_s = self.now
+            if not transfer:  # hit statistics count a request's first admission only
+                w = self.win
+                w.prefix_query_tokens += r.prompt_tokens
+                if hit:
+                    r.cached_tokens = hit * kv.block_size
+                    w.prefix_hit_tokens += r.cached_tokens
         self._kv_peak()
         return True
 
@@ -220,13 +249,12 @@ class Replica:
         """Recompute preemption (vLLM): free the blocks, requeue at the front."""
         self.running.remove(r)
         self._kv_advance(self.now)
-        self.kv.free(r.kv_blocks)
-        r.kv_blocks = 0
+        self.kv.release(r)
         r.kv_tokens = 0
         r.prefilled_tokens = 0
         r.prefill_target = r.prompt_tokens + r.generated_tokens
         r.preemptions += 1
-        self.preemptions += 1
+        self.win.preemptions += 1
         self.enqueue(r, front=True)
 
     def reserve_decode(self) -> None:
@@ -255,27 +283,50 @@ class Replica:
                 rem = r.output_tokens - r.generated_tokens
                 nb = (r.kv_tokens + (la if la < rem else rem) + bs - 1) // bs
                 if nb > r.kv_blocks:
-                    kv.used_blocks += nb - r.kv_blocks
                     r.kv_blocks = nb
+        kv.allocate(short)  # the blocks counted above, grown in place
         self._kv_peak()
 
     # ------------------------------------------------------------------ KV accounting helpers
     def _kv_advance(self, t: float) -> None:
-        if t > self.kv_t:
-            self.kv_area += self.kv.used_blocks * (t - self.kv_t)
-            self.kv_t = t
+        w = self.win
+        if t > w.kv_t:
+            w.kv_area += self.kv.used_blocks * (t - w.kv_t)
+            w.kv_t = t
 
     def _kv_peak(self) -> None:
         f = self.kv.used_blocks / self.kv.capacity_blocks
-        if f > self.kv_max:
-            self.kv_max = f
+        w = self.win
+        if f > w.kv_max:
+            w.kv_max = f
+
+    @property
+    def tbt(self):
+        """This window's TBT samples (``win.tbt``)."""
+        return self.win.tbt
+
+    @property
+    def ttbt(self):
+        """This window's per-tenant TBT samples (``win.ttbt``; None with one tenant)."""
+        return self.win.ttbt
+
+    def kv_occupancy(self) -> float:
+        return self.kv.used_blocks / self.kv.capacity_blocks
+
+    def window_close(self, now: float) -> ReplicaWindow:
+        """The current window's counters, with the KV occupancy integral brought up to ``now``."""
+        self._kv_advance(now)
+        return self.win
+
+    def reset_window(self, now: float) -> None:
+        self.win.reset(now, self.kv.used_blocks / self.kv.capacity_blocks)
 
     # ------------------------------------------------------------------ planning
     def plan(self, now: float) -> float | None:
         """Decide the next work from ``now``; returns its end time or None when idle."""
         self.now = now
         if self.pending is not None:
-            self.apply_pending(now)
+            self._apply_pending(now)
         if now < self.paused_until:
             self.state = PAUSE
             self.seg_end = self.paused_until
@@ -393,8 +444,7 @@ class Replica:
             kv = self.kv
             for r in done:
                 self.running.remove(r)
-                kv.used_blocks -= r.kv_blocks
-                r.kv_blocks = 0
+                kv.release(r)
                 r.completion_s = r.last_token_s
         return done
 
@@ -416,26 +466,31 @@ class Replica:
         bs1 = bs - 1 if final else bs
         extra = 0
         back = 0
-        rec = self.tbt
-        gaps: dict = {}
-        ttbt = self.ttbt
-        if ttbt is not None:
-            t_all = [0] * self.n_tenants
-            t_back = [0] * self.n_tenants
+        win = self.win
+        gaps: dict = {}  # stalled sequences with equal gaps -> one weighted sample
+        multi = win.ttbt is not None
+        if multi:
+            nt = self.n_tenants
+            t_all = [0] * nt
+            t_back = [0] * nt
         for r in self.seg_decodes:
             lt = r.last_token_s
-            if ttbt is not None:
+            if multi:
                 t_all[r.tenant] += 1
             if lt == t0:
                 back += 1
                 m = dl
-                if ttbt is not None:
+                if multi:
                     t_back[r.tenant] += 1
             else:
                 g0 = t0 - lt + d0
-                gaps[g0] = gaps.get(g0, 0) + 1  # stalled together -> one weighted sample
-                if ttbt is not None:
-                    ttbt[r.tenant].add(g0, 0.0, 1, 1.0)
+                if multi:
+                    tw = gaps.get(g0)
+                    if tw is None:
+                        tw = gaps[g0] = [0] * nt
+                    tw[r.tenant] += 1
+                else:
+                    gaps[g0] = gaps.get(g0, 0) + 1
                 m = g0 if g0 > dl or k == 1 else dl
             if m > r.tbt_max_s:
                 r.tbt_max_s = m
@@ -448,33 +503,19 @@ class Replica:
             if nb > r.kv_blocks:
                 extra += nb - r.kv_blocks
                 r.kv_blocks = nb
+        add = win.add_tbt
         for g0, c in gaps.items():
-            rec.add(g0, 0.0, 1, float(c))
-        if back == B:
-            rec.d0.append(d0)
-            rec.step.append(step)
-            rec.n.append(k)
-            rec.w.append(B)
-        else:
-            rec.add(d0, 0.0, 1, back)
-            rec.add(d0 + step, step, k - 1, B)
-        if ttbt is not None:
-            for ti in range(self.n_tenants):
-                if t_all[ti]:
-                    if t_back[ti] == t_all[ti]:
-                        ttbt[ti].add(d0, step, k, t_all[ti])
-                    else:
-                        ttbt[ti].add(d0, 0.0, 1, t_back[ti])
-                        ttbt[ti].add(d0 + step, step, k - 1, t_all[ti])
+            if multi:
+                add(g0, 0.0, 1, float(sum(c)), 0, c)
+            else:
+                add(g0, 0.0, 1, float(c))
+        win.add_run(d0, step, k, back, B, t_back if multi else None, t_all if multi else None)
         if extra:
-            mid = 0.5 * (t0 + end)
-            self._kv_advance(mid)
-            if extra > self.kv.capacity_blocks - self.kv.used_blocks:
-                raise RuntimeError(f"replica {self.id}: decode run overran the KV cache")
-            self.kv.used_blocks += extra
+            self._kv_advance(0.5 * (t0 + end))
+            self.kv.allocate(extra)  # grown in place above; the run's plan guarantees they fit
             self._kv_peak()
-        self.tokens_out += B * k
-        self.quality_token_sum += self.quality * B * k
+        win.tokens_out += B * k
+        win.quality_token_sum += self.quality * B * k
         self.iterations += k
         self.recent_iter.append(dl)
         self.seg_t0 = end
@@ -482,67 +523,80 @@ class Replica:
         self.seg_n -= k
 
     def _emit_token(self, r: "Request", t: float) -> None:
-        """A prefill (or recompute) produced this request's next token at ``t``."""
+        """A prefill (or recompute, or a KV transfer's arrival) produced this request's next token at ``t``."""
+        w = self.win
         if r.generated_tokens == 0:
             r.first_token_s = t
             self.recent_ttft.append(t - r.arrival_s)
-            self.win_first.append(r)
+            w.first.append(r)
         else:
             gap = t - r.last_token_s
-            self.tbt.add(gap, 0.0, 1, 1.0)
-            if self.ttbt is not None:
-                self.ttbt[r.tenant].add(gap, 0.0, 1, 1.0)
+            w.add_tbt(gap, 0.0, 1, 1.0, r.tenant)
             if gap > r.tbt_max_s:
                 r.tbt_max_s = gap
             r.tbt_sum_s += gap
         r.generated_tokens += 1
         r.last_token_s = t
-        self.tokens_out += 1
-        self.quality_token_sum += self.quality
+        w.tokens_out += 1
+        w.quality_token_sum += self.quality
+
+    def receive_kv(self, r: "Request", now: float) -> None:
+        """Disaggregation: ``r``'s KV arrived from its prefill instance at ``now``; its first token
+        (or the next one after a recompute) comes out now."""
+        self.inbound -= 1
+        self.now = now
+        r.kv_tokens = 0
+        r.prefilled_tokens = r.prefill_target  # KV present; admission allocates its blocks
+        self._emit_token(r, now)
 
     def _apply_iter(self, now: float) -> tuple[list, list]:
         t0 = self.seg_t0
         dur = now - t0
         decodes = self.seg_decodes
-        rec = self.tbt
+        win = self.win
         k = self.spec_k
         self.iterations += 1
         self.recent_iter.append(dur)
         B = len(decodes)
         if B:
             if k == 0:
+                add = win.add_tbt
                 back = 0
-                ttbt = self.ttbt
-                if ttbt is not None:  # per tenant: one weighted sample, as in the fast path
+                multi = win.ttbt is not None
+                if multi:  # per tenant: one weighted sample, as in the fast path
                     t_back = [0] * self.n_tenants
                 for r in decodes:
                     lt = r.last_token_s
                     gap = now - lt
                     if lt == t0:
                         back += 1
-                        if ttbt is not None:
+                        if multi:
                             t_back[r.tenant] += 1
                     else:
-                        rec.add(gap, 0.0, 1, 1.0)
-                        if ttbt is not None:
-                            ttbt[r.tenant].add(gap, 0.0, 1, 1.0)
+                        add(gap, 0.0, 1, 1.0, r.tenant)
                     if gap > r.tbt_max_s:
                         r.tbt_max_s = gap
                     r.tbt_sum_s += gap
                     r.last_token_s = now
                     r.generated_tokens += 1
                     r.kv_tokens += 1
-                rec.add(dur, 0.0, 1, back)
-                if ttbt is not None:
-                    for ti, c in enumerate(t_back):
-                        ttbt[ti].add(dur, 0.0, 1, c)  # add() skips c == 0
-                self.tokens_out += B
-                self.quality_token_sum += self.quality * B
+                add(dur, 0.0, 1, back, 0, t_back if multi else None)
+                win.tokens_out += B
+                win.quality_token_sum += self.quality * B
             else:
                 self._apply_spec(decodes, now)
         handoffs = []
+        kv = self.kv
+        pc = kv.prefix_caching
+        bs = kv.block_size
         for r, c in self.it_chunks:
+            if not r.kv_blocks:  # preempted by a priority admission after its chunk was planned:
+                continue         # the chunk's work is lost (it is back in the queue, from scratch)
             r.prefilled_tokens += c
+            if pc and r.block_hashes:  # name the prompt blocks this chunk completed
+                nf = r.prefilled_tokens // bs
+                nh = len(r.block_hashes)
+                kv.commit(r, nf if nf < nh else nh)
             if r.prefilled_tokens >= r.prefill_target:
                 r.kv_tokens = r.prefill_target
                 if r.generated_tokens == 0:
@@ -558,8 +612,7 @@ class Replica:
             self._kv_advance(now)
             for r in handoffs:
                 self.running.remove(r)
-                self.kv.used_blocks -= r.kv_blocks
-                r.kv_blocks = 0
+                kv.release(r)
         return done, handoffs
 
     def _apply_spec(self, decodes: list, now: float) -> None:
@@ -571,8 +624,8 @@ class Replica:
         kmax = k + 1
         ta = self.tenant_alpha
         da = self.default_alpha
-        rec = self.tbt
-        ttbt = self.ttbt
+        win = self.win
+        add = win.add_tbt
         buf = self._ubuf
         ui = self._ui
         log = math.log
@@ -600,9 +653,7 @@ class Replica:
                 n = j
             gap = now - r.last_token_s
             per = gap / n
-            rec.add(per, 0.0, 1, float(n))
-            if ttbt is not None:
-                ttbt[r.tenant].add(per, 0.0, 1, float(n))
+            add(per, 0.0, 1, float(n), r.tenant)
             if per > r.tbt_max_s:
                 r.tbt_max_s = per
             r.tbt_sum_s += gap
@@ -611,10 +662,10 @@ class Replica:
             r.kv_tokens += n
             toks += n
         self._ui = ui
-        self.spec_proposed += len(decodes) * k
-        self.spec_accepted += acc
-        self.tokens_out += toks
-        self.quality_token_sum += self.quality * toks
+        win.spec_proposed += len(decodes) * k
+        win.spec_accepted += acc
+        win.tokens_out += toks
+        win.quality_token_sum += self.quality * toks
 
     # ------------------------------------------------------------------ interruption
     def _done_by(self, t: float) -> int:
@@ -661,16 +712,19 @@ class Replica:
 
     # ------------------------------------------------------------------ introspection
     def check_invariants(self) -> None:
+        """Full KV-cache check (blocks, reference counts, free queue) against the running requests."""
         kv = self.kv
-        held = sum(r.kv_blocks for r in self.running)
-        assert kv.used_blocks == held, f"replica {self.id}: used {kv.used_blocks} != held {held}"
         assert 0 <= kv.used_blocks <= kv.capacity_blocks, (
             f"replica {self.id}: used {kv.used_blocks} outside [0, {kv.capacity_blocks}]")
+        kv.check(self.running)
         for r in self.running:
             assert r.kv_blocks * kv.block_size >= r.kv_tokens, f"request {r.req_id} holds too few blocks"
+            assert r.kv_blocks * kv.block_size >= r.prefilled_tokens, f"request {r.req_id} prefilled past its blocks"
         for q in (self.waiting, self.prio_waiting):
             for r in q:
-                assert r.kv_blocks == 0, f"queued request {r.req_id} holds blocks"
+                assert r.kv_blocks == 0 and r.shared_blocks == 0, f"queued request {r.req_id} holds blocks"
+                assert r.prefilled_tokens == 0 or r.prefilled_tokens >= r.prefill_target, (
+                    f"queued request {r.req_id} was advanced while queued ({r.prefilled_tokens} tokens)")
 
     def fragmentation(self) -> float:
         alloc = sum(r.kv_blocks for r in self.running) * self.kv.block_size

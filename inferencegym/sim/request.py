@@ -52,6 +52,9 @@ class Request:
     """Output tokens produced so far."""
     preemptions: int = 0
     """Times it was preempted (recompute) for lack of KV blocks."""
+    cached_tokens: int = 0
+    """Prompt tokens found in the replica's prefix cache at its first admission (not prefilled).
+    A recompute after a preemption may reuse cached blocks again; that reuse is not counted here."""
     tbt_max_s: float = 0.0
     """Largest gap between two consecutive output tokens."""
     tbt_sum_s: float = 0.0
@@ -68,6 +71,8 @@ class Request:
     """Tokens whose KV is in the cache of the current replica."""
     kv_blocks: int = 0
     """KV blocks held on the current replica."""
+    shared_blocks: int = 0
+    """The first ``shared_blocks`` of ``kv_blocks`` are prefix-cache blocks (named by hash, shared)."""
     handoff: bool = False
     """Disaggregation: after its prefill the KV moves to a decode instance."""
     prefill_replica_id: int = -1

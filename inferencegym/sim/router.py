@@ -3,36 +3,20 @@
 One-method classes ``choose(cluster, request, candidates) -> replica index`` in a small registry.
 ``candidates`` is the list of replica indices allowed (all replicas, or the prefill pool under
 disaggregation). Ties go to the candidate after the previous choice (rotating), never always to
-replica 0 (Vidur's LOR does that and leaves replicas idle).
+replica 0 (Vidur's LOR does that and leaves replicas idle). The production cache-aware routers
+(llm-d, SGLang, Dynamo) live in ``cache_routers.py`` and are registered here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .cache_routers import CACHE_ROUTERS
+from .router_base import _Rotating
+
 if TYPE_CHECKING:
     from .cluster import Cluster
     from .request import Request
-
-
-class _Rotating:
-    needs_sync = False
-
-    def __init__(self) -> None:
-        self._last = -1
-
-    def _argmin(self, cands: list[int], key) -> int:
-        n = len(cands)
-        start = (self._last + 1) % n
-        best = None
-        best_v = None
-        for i in range(n):
-            c = cands[(start + i) % n]
-            v = key(c)
-            if best_v is None or v < best_v:
-                best, best_v = c, v
-        self._last = cands.index(best)
-        return best
 
 
 class RoundRobinRouter:
@@ -139,7 +123,7 @@ class ExternalRouter:
 ROUTERS: dict[str, type] = {
     cls.name: cls
     for cls in (RoundRobinRouter, RandomRouter, LeastOutstandingRouter, LeastKVLoadRouter,
-                PowerOfTwoRouter, ClairvoyantRouter, ExternalRouter)
+                PowerOfTwoRouter, ClairvoyantRouter, ExternalRouter, *CACHE_ROUTERS)
 }
 
 

@@ -1,0 +1,80 @@
+"""What a router can see of the replicas' prefix caches and load: a published, slightly stale view.
+
+Real cache-aware routers do not read engine memory. llm-d's precise scorer and Dynamo's KV router
+consume KV events the engines publish; the Gateway API inference extension scrapes queue and KV
+metrics every 50 ms. ``PublishedView`` models that: every ``interval_s`` of simulated time a
+snapshot is published (each replica's set of cached block hashes, its queue length, KV usage and
+outstanding requests); routers read the latest snapshot. The snapshot is taken lazily, at the first
+routing decision after a publication tick, so what a router sees is between 0 and ``interval_s``
+old (``interval_s = 0``: always current).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ReplicaSnapshot:
+    """One replica as last published: cached hashes (kept current by applying the replica's KV
+    events at each publication, so a publication costs the changes, not the cache size), waiting
+    requests, KV usage fraction, outstanding requests."""
+
+    __slots__ = ("hashes", "waiting", "kv_usage", "outstanding", "_events")
+
+    def __init__(self, rep: Any) -> None:
+        self.hashes = set(rep.kv.cached_hashes())
+        self._events = rep.kv.publish_events()
+        self._events.clear()
+        self.refresh(rep)
+
+    def refresh(self, rep: Any) -> None:
+        ev = self._events
+        if ev:
+            hs = self.hashes
+            for h, stored in ev:
+                if stored:
+                    hs.add(h)
+                else:
+                    hs.discard(h)
+            ev.clear()
+        kv = rep.kv
+        self.waiting = rep.queued()
+        self.kv_usage = kv.used_blocks / kv.capacity_blocks
+        self.outstanding = rep.outstanding()
+
+    def prefix_blocks(self, hashes: tuple, max_blocks: int = 1 << 30) -> int:
+        """Leading blocks of ``hashes`` found in this snapshot."""
+        have = self.hashes
+        n = 0
+        for h in hashes:
+            if n >= max_blocks or h not in have:
+                break
+            n += 1
+        return n
+
+
+class PublishedView:
+    """Snapshots of every replica, refreshed at most every ``interval_s`` simulated seconds."""
+
+    __slots__ = ("interval_s", "_tick", "_snaps")
+
+    def __init__(self, interval_s: float) -> None:
+        if not interval_s >= 0:
+            raise ValueError(f"cache_publish_interval_s must be >= 0, got {interval_s}")
+        self.interval_s = float(interval_s)
+        self._tick = None
+        self._snaps: list[ReplicaSnapshot] = []
+
+    def get(self, cluster: Any) -> list[ReplicaSnapshot]:
+        iv = self.interval_s
+        now = cluster.now_s
+        tick = (now // iv) if iv > 0 else now
+        if tick != self._tick or iv == 0:
+            cluster.sync()
+            if not self._snaps:
+                self._snaps = [ReplicaSnapshot(rep) for rep in cluster.replicas]
+            else:
+                for snap, rep in zip(self._snaps, cluster.replicas):
+                    snap.refresh(rep)
+            self._tick = tick
+        return self._snaps

@@ -1,0 +1,55 @@
+"""The cluster's event queue: a heap keyed ``(time, priority, seq)``.
+
+``seq`` is a per-instance counter, so events with equal time and priority come out in the order they
+were scheduled and two queues (two simulators in one process) never share state. An event is a tuple
+``(time, priority, seq, *payload)``; the cluster reads the payload by position.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+_push = heapq.heappush
+_pop = heapq.heappop
+
+
+class EventQueue:
+    """Min-heap of events; ``schedule`` / ``pop`` / ``peek`` / ``len``."""
+
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple] = []
+        self._seq = 0
+
+    def schedule(self, time: float, priority: int, *payload) -> None:
+        """Add an event at ``time`` (seconds); lower ``priority`` first at equal times."""
+        self._seq += 1
+        _push(self._heap, (time, priority, self._seq, *payload))
+
+    def pop(self) -> tuple:
+        """Remove and return the earliest event (IndexError when empty)."""
+        return _pop(self._heap)
+
+    def pop_until(self, t: float) -> tuple | None:
+        """Remove and return the earliest event if its time is <= ``t``, else None (the loop's step)."""
+        h = self._heap
+        if h and h[0][0] <= t:
+            return _pop(h)
+        return None
+
+    def peek(self) -> tuple | None:
+        """The earliest event without removing it, or None when empty."""
+        h = self._heap
+        return h[0] if h else None
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def __iter__(self) -> Iterator[tuple]:
+        """Every queued event in heap (not time) order; for invariant checks."""
+        return iter(self._heap)
