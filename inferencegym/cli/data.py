@@ -19,21 +19,48 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(2)
 
 
-def _load(path: Path, fmt: str, keep_failed: bool = False):
+FORMAT_HELP = "burstgpt | azure | replay | mooncake | bailian | auto (from the header / .jsonl fields)."
+
+
+def _load(path: Path, fmt: str, keep_failed: bool = False, trace_block_tokens: Optional[int] = None,
+          spread_tick_s: float = 0.0, seed: int = 0):
     from inferencegym.workload import load_any
 
-    return load_any(path, fmt, keep_failed=keep_failed)
+    return load_any(path, fmt, keep_failed=keep_failed, trace_block_tokens=trace_block_tokens,
+                    spread_tick_s=spread_tick_s, seed=seed)
+
+
+def _block_option():
+    return typer.Option(None, "--trace-block-tokens",
+                        help="JSONL traces: tokens per hash id [mooncake 512, bailian 16].")
+
+
+def _spread_option():
+    return typer.Option(0.0, "--spread-tick-s",
+                        help="JSONL traces: spread each arrival over U[0, this) s (Mooncake's real "
+                             "conversation trace is on a 3-s clock); seeded by --seed.")
+
+
+def _prefix_rows(w, block_tokens: int):
+    """prefix_stats of a workload with hash chains, else None."""
+    if w.hash_ids is None:
+        return None
+    from inferencegym.workload.prefix_stats import prefix_stats
+
+    return prefix_stats(w, block_tokens=block_tokens)
 
 
 @data_app.command("prepare")
 def prepare_cmd(
     input: Path = typer.Option(..., "--input", "-i", help="CSV trace to convert."),
     output: Path = typer.Option(..., "--output", "-o", help="Parquet pool to write."),
-    format: str = typer.Option("auto", "--format", "-f",
-                               help="burstgpt | azure | replay | auto (from the header)."),
+    format: str = typer.Option("auto", "--format", "-f", "--trace-format", help=FORMAT_HELP),
     keep_failed: bool = typer.Option(False, "--keep-failed",
                                      help="Keep failed rows (0 output tokens) as failures."),
     sort: bool = typer.Option(False, "--sort", help="Sort rows by time (loads the whole file; not streamed)."),
+    trace_block_tokens: Optional[int] = _block_option(),
+    spread_tick_s: float = _spread_option(),
+    seed: int = typer.Option(0, "--seed", help="Seed of --spread-tick-s."),
 ) -> None:
     """Stream a CSV trace into a typed Parquet pool (statistics in the file metadata)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
@@ -49,7 +76,9 @@ def prepare_cmd(
                 progress.update(task, completed=done, total=total)
 
             meta = prepare(input, output, format, keep_failed=keep_failed, sort=sort,
-                           on_progress=on_progress)
+                           on_progress=on_progress,
+                           prefix_options={"trace_block_tokens": trace_block_tokens,
+                                           "spread_tick_s": spread_tick_s, "seed": seed})
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     s, src = meta["stats"], meta["source"]
@@ -61,15 +90,26 @@ def prepare_cmd(
 def fit_cmd(
     input: Path = typer.Option(..., "--input", "-i", help="Trace CSV or Parquet pool."),
     output: Path = typer.Option(..., "--output", "-o", help="Fit JSON to write."),
-    format: str = typer.Option("auto", "--format", "-f", help="burstgpt | azure | replay | auto."),
+    format: str = typer.Option("auto", "--format", "-f", "--trace-format", help=FORMAT_HELP),
     bin_s: float = typer.Option(10.0, "--bin-s", help="Bin width of the fitted rate chain (s)."),
+    trace_block_tokens: Optional[int] = _block_option(),
+    spread_tick_s: float = _spread_option(),
+    seed: int = typer.Option(0, "--seed", help="Seed of --spread-tick-s."),
+    block_tokens: int = typer.Option(16, "--block-tokens", help="Simulator KV block size for prefix statistics."),
 ) -> None:
-    """Fit the default generator (Markov-modulated bins + Gaussian-copula lengths) to a trace."""
+    """Fit the default generator (Markov-modulated bins + Gaussian-copula lengths) to a trace.
+    Traces with hash chains also get their prefix statistics (hit bound, reuse, popularity) in
+    the fit's ``source_stats.prefix``."""
+    import dataclasses
+
     from inferencegym.workload.fit import fit_workload
 
     try:
-        w = _load(input, format)
+        w = _load(input, format, trace_block_tokens=trace_block_tokens, spread_tick_s=spread_tick_s, seed=seed)
         fit = fit_workload(w, bin_s=bin_s, source=input.name)
+        ps = _prefix_rows(w, block_tokens)
+        if ps is not None:
+            fit = dataclasses.replace(fit, source_stats={**fit.source_stats, "prefix": ps})
         fit.save(output)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
@@ -77,6 +117,12 @@ def fit_cmd(
     typer.echo(f"wrote {output}: {len(w)} requests, {fit.arrival['rate_per_s']:.4g} req/s, "
                f"{len(fit.arrival['class_quantiles'])} rate classes; best renewal law by KS: "
                f"{a['best_by_ks']} (KS {a[a['best_by_ks']]['ks']:.3f})")
+    if ps is not None:
+        p = ps["popularity"]
+        typer.echo(f"prefix sharing ({block_tokens}-token blocks): infinite-cache hit bound "
+                   f"{ps['hit_bound']:.4f}, reuse distance p50 {ps['reuse']['seconds']['p50']} s, "
+                   f"{p['distinct_prefixes']} prefixes (Zipf s {p['zipf_s']}), mean turns "
+                   f"{ps['turns']['mean_turns']}")
 
 
 @data_app.command("generate")
@@ -141,15 +187,31 @@ def generate_cmd(
 def compare_cmd(
     a: Path = typer.Argument(..., help="First trace (CSV) or pool (Parquet)."),
     b: Path = typer.Argument(..., help="Second trace (CSV) or pool (Parquet)."),
-    format_a: str = typer.Option("auto", "--format-a", help="Format of A if CSV."),
-    format_b: str = typer.Option("auto", "--format-b", help="Format of B if CSV."),
+    format_a: str = typer.Option("auto", "--format-a", help="Format of A if not a pool: " + FORMAT_HELP),
+    format_b: str = typer.Option("auto", "--format-b", help="Format of B if not a pool."),
+    trace_format: Optional[str] = typer.Option(None, "--trace-format",
+                                               help="Format of both (where --format-a/-b are auto)."),
+    trace_block_tokens: Optional[int] = _block_option(),
+    spread_tick_s: float = _spread_option(),
+    seed: int = typer.Option(0, "--seed", help="Seed of --spread-tick-s."),
+    block_tokens: int = typer.Option(16, "--block-tokens", help="Simulator KV block size for prefix statistics."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Rate, burstiness, length percentiles, correlation and KS tests of two traces side by side."""
+    """Rate, burstiness, length percentiles, correlation and KS tests of two traces side by side;
+    prefix statistics (infinite-cache hit bound, reuse distance, prefix popularity, turns) when
+    either has hash chains."""
     from inferencegym.workload.stats import compare, format_compare
 
+    if trace_format is not None:
+        format_a = trace_format if format_a == "auto" else format_a
+        format_b = trace_format if format_b == "auto" else format_b
+    opts = dict(trace_block_tokens=trace_block_tokens, spread_tick_s=spread_tick_s, seed=seed)
     try:
-        r = compare(_load(a, format_a), _load(b, format_b))
+        wa, wb = _load(a, format_a, **opts), _load(b, format_b, **opts)
+        r = compare(wa, wb)
+        pa_, pb_ = _prefix_rows(wa, block_tokens), _prefix_rows(wb, block_tokens)
+        if pa_ is not None or pb_ is not None:
+            r["prefix"] = {"a": pa_, "b": pb_}
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     if as_json:
@@ -163,6 +225,11 @@ def compare_cmd(
         t.add_column(col)
     for row in format_compare(r):
         t.add_row(*row)
+    if "prefix" in r:
+        from inferencegym.workload.prefix_stats import format_prefix_compare
+
+        for row in format_prefix_compare(r["prefix"]["a"], r["prefix"]["b"]):
+            t.add_row(*row)
     Console().print(t)
 
 
