@@ -8,9 +8,12 @@ blocks of ``S`` tokens (default 16) and identifies a block by a *chained* hash: 
 
 The mapping (deterministic, no salted Python ``hash``):
 
-1. trace-level chain ``c_j = blake2b-64(c_{j-1} || id_j)`` (``c_{-1} = 0``): ``c_j`` identifies the
-   ids of trace blocks ``0..j``, so two prompts get the same ``c_j`` iff they agree on every block
-   up to ``j`` (up to 64-bit collisions, ~n^2 / 2^65);
+1. trace-level prefix hash ``c_j = mix(sum_{t<=j} mix(mix(id_t) + t*golden) + (j+1)*K)`` (mod 2^64,
+   ``mix`` = splitmix64's finaliser, a bijection): ``c_j`` is a function of the ids of trace blocks
+   ``0..j`` and their positions, so equal prefixes give equal ``c_j``; two prefixes that differ in
+   one block never collide (the sums differ by ``mix(a) - mix(b) != 0``), others with probability
+   ~2^-64 per pair. Unlike a per-block blake2b chain it is one numpy ``cumsum`` per request
+   (about 100x faster in Python, which matters for generated workloads of 16-token blocks);
 2. simulator block ``k`` (only *full* ones: ``(k+1)*S <= prompt_tokens``) ends at token
    ``e = (k+1)*S``; it lies in trace block ``j = (e-1) // B`` at offset ``e - j*B`` (1..B); its
    hash is ``splitmix64(c_j + offset * golden)``. For fixed ``c_j`` that map is a bijection of the
@@ -25,7 +28,6 @@ has blocks is an error, as is a negative or non-integer id.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Sequence
 
 import numpy as np
@@ -35,6 +37,7 @@ __all__ = ["HashChainError", "check_chain", "trace_chain", "sim_block_hashes", "
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
+_K = np.uint64(0xD6E8FEB86659FD93)
 
 
 class HashChainError(ValueError):
@@ -69,13 +72,16 @@ def check_chain(hash_ids: np.ndarray, prompt_tokens: int, trace_block_tokens: in
 
 
 def trace_chain(hash_ids: Sequence[int] | np.ndarray) -> np.ndarray:
-    """``c_j`` for every trace block (uint64): blake2b-64 of the parent and the block's id."""
-    out = np.empty(len(hash_ids), np.uint64)
-    parent = b"\0" * 8
-    for j, h in enumerate(np.asarray(hash_ids, dtype=np.int64).tolist()):
-        parent = hashlib.blake2b(parent + h.to_bytes(8, "little", signed=True), digest_size=8).digest()
-        out[j] = int.from_bytes(parent, "little")
-    return out
+    """``c_j`` for every trace block (uint64), a hash of the ids of blocks ``0..j`` (vectorised).
+
+    ``x_t = mix(mix(id_t) + t * golden)`` keys each id by its position, ``S_j = x_0 + ... + x_j``
+    (mod 2^64, one ``cumsum``) and ``c_j = mix(S_j + (j+1) * K)`` adds the length; ``mix`` is
+    splitmix64's finaliser, a bijection of 64-bit words.
+    """
+    ids = np.asarray(hash_ids, dtype=np.int64).reshape(-1).view(np.uint64)
+    t = np.arange(ids.size, dtype=np.uint64)
+    x = _splitmix64(_splitmix64(ids) + t * GOLDEN)
+    return _splitmix64(np.cumsum(x, dtype=np.uint64) + (t + np.uint64(1)) * _K)
 
 
 def sim_block_hashes(hash_ids: Sequence[int] | np.ndarray, prompt_tokens: int, *,
@@ -91,7 +97,8 @@ def sim_block_hashes(hash_ids: Sequence[int] | np.ndarray, prompt_tokens: int, *
     n = min(int(prompt_tokens), m * trace_block_tokens) // sim_block_tokens
     if n <= 0:
         return ()
-    c = trace_chain(hash_ids)
+    m_used = min(m, -(-n * sim_block_tokens // trace_block_tokens))
+    c = trace_chain(np.asarray(hash_ids[:m_used], dtype=np.int64))
     end = (np.arange(1, n + 1, dtype=np.int64)) * sim_block_tokens
     j = (end - 1) // trace_block_tokens
     offset = (end - j * trace_block_tokens).astype(np.uint64)

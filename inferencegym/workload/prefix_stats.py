@@ -34,8 +34,8 @@ def block_hash_table(w: Workload, block_tokens: int = 16) -> tuple[np.ndarray, n
         raise ValueError("prefix statistics need hash chains (a mooncake/bailian trace, a pool with "
                          "hash_ids, or a prefix generator); this workload has none")
     B = w.hash_block_tokens
-    chains = [np.asarray(sim_block_hashes(h, int(p), trace_block_tokens=B, sim_block_tokens=block_tokens),
-                         np.int64) for h, p in zip(w.hash_ids, w.prompt_tokens.tolist())]
+    chains = [np.asarray(sim_block_hashes(h, int(p), trace_block_tokens=B, sim_block_tokens=block_tokens), np.int64)
+              for h, p in zip(w.hash_ids, w.prompt_tokens.tolist())]
     lengths = np.fromiter((c.size for c in chains), np.int64, count=len(chains))
     req = np.repeat(np.arange(len(chains), dtype=np.int64), lengths)
     flat = np.concatenate(chains) if chains else np.zeros(0, np.int64)
