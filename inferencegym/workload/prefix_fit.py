@@ -168,6 +168,10 @@ def fit_prefix_specs(w: Workload, *, source: str = "") -> dict[str, PrefixWorklo
     inc = w.prompt_tokens[kids] - w.prompt_tokens[parent[kids]]
     with_output = bool(np.median(inc) > np.median(w.output_tokens[parent[kids]])) if kids.size else True
     msg = inc - (w.output_tokens[parent[kids]] if with_output else 0)
+    from scipy.stats import spearmanr
+
+    rho_s = float(spearmanr(w.prompt_tokens[roots], turns).statistic) if roots.size > 2 else 0.0
+    rho = float(np.clip(2 * np.sin(np.pi * np.nan_to_num(rho_s) / 6), -0.99, 0.99))
     gr = prefix_groups(w, roots)
     Kr, sr, ur = _fit_popularity(gr["sizes"], roots.size)
     multiturn = replace(
@@ -175,7 +179,7 @@ def fit_prefix_specs(w: Workload, *, source: str = "") -> dict[str, PrefixWorklo
         unique_share=ur, prefix_tokens=_q(gr["prefix"]), first_message_tokens=_q(gr["message"]),
         unique_prompt_tokens=_q(gr["single"]), turn_message_tokens=_q(np.maximum(msg, 1)),
         turns=_q(turns), think_time_s=_q(w.arrival_s[kids] - w.arrival_s[parent[kids]]),
-        context_includes_output=with_output)
+        context_includes_output=with_output, turns_prompt_rho=round(rho, 4))
     # agent: gaps between consecutive requests of a prefix group as think times
     chains, _ = _chains(w)
     first = np.array([int(c.view(np.int64)[0]) if c.size else -1 for c in chains], np.int64)

@@ -71,6 +71,10 @@ class PrefixWorkloadSpec:
     """Quantiles of the number of turns per session (rounded, >= 1)."""
     think_time_s: tuple[float, ...]
     """Quantiles of the time from one turn's arrival to the next one's (seconds)."""
+    turns_prompt_rho: float = 0.0
+    """Gaussian-copula correlation between a session's turns and its first prompt (a session
+    without a shared prefix: its prompt; with one: its first message), e.g. long documents get
+    more follow-up questions. Fitted as ``2 sin(pi rho_S / 6)`` from the Spearman ``rho_S``."""
     context_includes_output: bool = True
     """Turn i's prompt contains turn i-1's output (a conversation); False: only the prompt."""
     block_tokens: int = 16
@@ -93,6 +97,8 @@ class PrefixWorkloadSpec:
             raise ValueError("num_prefixes >= 0, 0 <= unique_share <= 1 and zipf_s >= 0 are required")
         if self.num_prefixes == 0 and self.unique_share < 1.0:
             raise ValueError("a spec without prefixes (num_prefixes=0) needs unique_share=1")
+        if not -1.0 < self.turns_prompt_rho < 1.0:
+            raise ValueError(f"turns_prompt_rho must be in (-1, 1), got {self.turns_prompt_rho}")
         if self.block_tokens < 1:
             raise ValueError(f"block_tokens must be >= 1, got {self.block_tokens}")
 
@@ -162,9 +168,14 @@ def generate_prefix_workload(spec: PrefixWorkloadSpec, duration_s: float, rng: n
         which = rng.choice(K, size=n_s, p=w / w.sum())
     else:
         which = np.zeros(n_s, np.int64)
-    turns = np.maximum(np.rint(_draw_table(spec.turns, rng.random(n_s))), 1).astype(np.int64)
-    first_msg = _draw(spec.first_message_tokens, n_s, rng)
-    uniq_prompt = _draw(spec.unique_prompt_tokens, n_s, rng)
+    from scipy.special import ndtr
+
+    zt = rng.standard_normal(n_s)
+    rho = spec.turns_prompt_rho
+    up = ndtr(rho * zt + np.sqrt(1.0 - rho * rho) * rng.standard_normal(n_s))
+    turns = np.maximum(np.rint(_draw_table(spec.turns, ndtr(zt))), 1).astype(np.int64)
+    first_msg = np.maximum(np.rint(_draw_table(spec.first_message_tokens, up)), 1).astype(np.int64)
+    uniq_prompt = np.maximum(np.rint(_draw_table(spec.unique_prompt_tokens, up)), 1).astype(np.int64)
     total = int(turns.sum())
     msgs = _draw(spec.turn_message_tokens, total, rng)
     outs = _draw(spec.output_tokens, total, rng)
