@@ -117,3 +117,33 @@ def test_shipped_fits_equal_a_fresh_fit_and_match_the_trace(reference_dir):
     assert len(g) / w.span_s == pytest.approx(len(w) / w.span_s, rel=0.1)
     assert g.prompt_tokens.mean() == pytest.approx(w.prompt_tokens.mean(), rel=0.15)
     assert g.output_tokens.mean() == pytest.approx(w.output_tokens.mean(), rel=0.15)
+
+
+def test_cli_generates_and_fits_prefix_workloads(reference_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from inferencegym.cli import app
+    from inferencegym.workload import read_pool
+
+    out = tmp_path / "g.parquet"
+    args = ["data", "generate", "--fit", "mooncake_multiturn", "--duration-s", "120", "--seed", "3",
+            "--output", str(out), "--mega-prompt-tokens", "20000", "--mega-every-s", "60"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    w = read_pool(out)
+    assert w.hash_block_tokens == 16 and "turn" in w.ints
+    mega = w.prompt_tokens == 20000
+    assert mega.sum() >= 1 and all(w.hash_ids[i].size == 0 for i in np.flatnonzero(mega))
+    r2 = CliRunner().invoke(app, args[:-4] + ["--output", str(tmp_path / "g2.parquet")] + args[-4:])
+    assert r2.exit_code == 0 and np.array_equal(read_pool(tmp_path / "g2.parquet").arrival_s, w.arrival_s)
+    r = CliRunner().invoke(app, ["data", "generate", "--fit", "mooncake_agent", "--duration-s", "10",
+                                 "--output", str(tmp_path / "g.csv")])
+    assert r.exit_code == 2 and "cannot hold hash chains" in r.output
+    src = reference_dir / "traces/mooncake/synthetic_trace.jsonl"
+    r = CliRunner().invoke(app, ["data", "fit", "--input", str(src), "--trace-format", "mooncake", "--output",
+                                 str(tmp_path / "fit.json"), "--prefix-specs", str(tmp_path / "mc")])
+    assert r.exit_code == 0, r.output
+    assert "hit bound 0.65" in r.output
+    fitted = PrefixWorkloadSpec.load(tmp_path / "mc_shared_prefix.json")
+    assert fitted.num_prefixes == default_prefix_spec("mooncake_shared_prefix").num_prefixes
+    assert json.loads((tmp_path / "fit.json").read_text())["source_stats"]["prefix"]["hit_bound"] > 0.6

@@ -96,6 +96,9 @@ def fit_cmd(
     spread_tick_s: float = _spread_option(),
     seed: int = typer.Option(0, "--seed", help="Seed of --spread-tick-s."),
     block_tokens: int = typer.Option(16, "--block-tokens", help="Simulator KV block size for prefix statistics."),
+    prefix_specs: Optional[Path] = typer.Option(
+        None, "--prefix-specs", help="Traces with hash chains: also fit the prefix-sharing generators and "
+                                     "write PREFIX_{shared_prefix,multiturn,agent}.json."),
 ) -> None:
     """Fit the default generator (Markov-modulated bins + Gaussian-copula lengths) to a trace.
     Traces with hash chains also get their prefix statistics (hit bound, reuse, popularity) in
@@ -111,6 +114,16 @@ def fit_cmd(
         if ps is not None:
             fit = dataclasses.replace(fit, source_stats={**fit.source_stats, "prefix": ps})
         fit.save(output)
+        if prefix_specs is not None:
+            if ps is None:
+                raise ValueError(f"--prefix-specs needs a trace with hash chains; {input} has none")
+            from inferencegym.workload.prefix_fit import fit_prefix_specs
+
+            for kind, spec in fit_prefix_specs(w, source=input.name).items():
+                dst = prefix_specs.parent / f"{prefix_specs.name}_{kind}.json"
+                spec.save(dst)
+                typer.echo(f"wrote {dst}: {kind}, {spec.num_prefixes} prefixes, Zipf s {spec.zipf_s}, "
+                           f"{spec.mean_turns():.3g} mean turns")
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     a = fit.alternatives["arrival"]
@@ -127,7 +140,9 @@ def fit_cmd(
 
 @data_app.command("generate")
 def generate_cmd(
-    fit: str = typer.Option("azure_conv", "--fit", help="Fit JSON, or a shipped fit: azure_conv | azure_code."),
+    fit: str = typer.Option("azure_conv", "--fit", help="Fit JSON, or a shipped fit: azure_conv | azure_code; "
+                                                         "prefix-sharing: mooncake_shared_prefix | "
+                                                         "mooncake_multiturn | mooncake_agent or a spec JSON."),
     duration_s: float = typer.Option(3600.0, "--duration-s", help="Length of the generated trace (s)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the numpy Generator."),
     output: Path = typer.Option(..., "--output", "-o", help=".parquet (pool) or .csv (replay format)."),
@@ -157,6 +172,15 @@ def generate_cmd(
             mix = TenantMix.load(tenants)
             w = mix.generate(duration_s, rng)
             fit_source = mix.to_dict()
+        elif _is_prefix_spec(fit):
+            from inferencegym.workload.prefix_gen import (PREFIX_FITS, PrefixWorkloadSpec, default_prefix_spec,
+                                                          generate_prefix_workload)
+
+            ps = default_prefix_spec(fit) if fit in PREFIX_FITS else PrefixWorkloadSpec.load(fit)
+            if rate is not None:
+                ps = ps.with_rate(rate)
+            w = generate_prefix_workload(ps, duration_s, rng)
+            fit_source = ps.source
         else:
             f = default_fit(fit) if fit in DEFAULT_FITS else WorkloadFit.load(fit)
             if rate is not None:
@@ -174,6 +198,9 @@ def generate_cmd(
                   "mega_prompt_tokens": mega_tokens, "mega_every_s": mega_every_s, "mega_mode": mega_mode}
         if output.suffix.lower() == ".csv":
             from inferencegym.workload.io import write_replay_csv
+
+            if w.hash_ids is not None:
+                raise ValueError("the replay CSV cannot hold hash chains; write a .parquet pool to keep them")
             write_replay_csv(w, output)
         else:
             write_pool(w, output, source=source)
@@ -181,6 +208,18 @@ def generate_cmd(
         _fail(exc)
     typer.echo(f"wrote {output}: {len(w)} requests over {duration_s:g} s "
                f"({len(w) / duration_s if duration_s else 0:.4g} req/s)")
+
+
+def _is_prefix_spec(fit: str) -> bool:
+    from inferencegym.workload.prefix_gen import PREFIX_FITS, SCHEMA
+
+    if fit in PREFIX_FITS:
+        return True
+    p = Path(fit)
+    try:
+        return p.suffix == ".json" and p.exists() and json.loads(p.read_text()).get("schema") == SCHEMA
+    except (OSError, ValueError):
+        return False
 
 
 @data_app.command("compare")

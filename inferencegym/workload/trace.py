@@ -258,7 +258,7 @@ class Workload:
                                     if len(p) else np.zeros(0, np.int32) for p in parts])
             cats[name] = (codes[order], names)
         hids, block = _merge_hashes(parts, order)
-        common_ints = set(parts[0].ints).intersection(*(set(p.ints) for p in parts[1:]))
+        any_ints = sorted(set().union(*(set(p.ints) for p in parts)))  # missing in a part: -1
         return Workload._wrap(
             a[order],
             np.concatenate([p.prompt_tokens for p in parts])[order],
@@ -267,7 +267,8 @@ class Workload:
             np.concatenate([p.priority for p in parts])[order],
             cats,
             source if source is not None else "+".join(p.source for p in parts),
-            hids, block, {k: np.concatenate([p.ints[k] for p in parts])[order] for k in sorted(common_ints)})
+            hids, block, {k: np.concatenate([p.ints.get(k, np.full(len(p), -1, np.int64)) for p in parts])[order]
+                          for k in any_ints})
 
     # ------------------------------------------------------------------ simulator edge
     def to_requests(self, first_id: int = 0, *, include_failed: bool = False, block_size: int = 16):
@@ -342,12 +343,22 @@ def _hash_column(hash_ids, prompt: np.ndarray, block_tokens: int) -> np.ndarray 
 
 
 def _merge_hashes(parts: list["Workload"], order: np.ndarray) -> tuple[np.ndarray | None, int]:
-    """Hash chains of merged parts: kept when every part has them at the same block size (ids are
-    one namespace: generators draw theirs at random 62-bit offsets so parts do not collide)."""
-    with_h = [p for p in parts if len(p)]
-    if not with_h or any(p.hash_ids is None for p in with_h):
+    """Hash chains of merged parts. Parts without chains (e.g. injected mega-prompts) get empty
+    chains: they share nothing. Ids are one namespace: generators draw theirs at random 62-bit
+    offsets so parts do not collide."""
+    with_h = [p for p in parts if len(p) and p.hash_ids is not None]
+    if not with_h:
         return None, 0
     blocks = {p.hash_block_tokens for p in with_h}
     if len(blocks) > 1:
         raise ValueError(f"Workload.merge: parts have hash chains of different block sizes {sorted(blocks)}")
-    return np.concatenate([p.hash_ids for p in with_h])[order], blocks.pop()
+    cols = []
+    for p in parts:
+        if p.hash_ids is not None:
+            cols.append(p.hash_ids)
+        else:
+            empty = np.empty(len(p), dtype=object)
+            for i in range(len(p)):
+                empty[i] = np.zeros(0, np.int64)
+            cols.append(empty)
+    return np.concatenate(cols)[order], blocks.pop()
