@@ -19,7 +19,11 @@ What is measured on the trace (trace blocks, ids chained with `hashchain.trace_c
 - the agent preset has no counterpart in the synthetic trace (it has no agent loops): it takes the
   prefix pool of the shared-prefix fit, steps as long as the trace's messages after a shared
   prefix, the gaps between consecutive requests of a prefix group as think times, and the mean
-  number of steps that makes the generated infinite-cache hit bound equal the trace's.
+  number of steps that makes the generated infinite-cache hit bound equal the trace's;
+- the multi-turn preset's turn counts (stretched by 1..3x) and the copula correlation of turns with
+  the first prompt (from the Spearman value up to 0.95) are the pair whose generated hit bound is
+  closest to the trace's (method of simulated moments, seed 0): the trace's follow-ups hang on its
+  longest prompts, which rank correlation alone understates.
 """
 
 from __future__ import annotations
@@ -193,8 +197,9 @@ def fit_prefix_specs(w: Workload, *, source: str = "") -> dict[str, PrefixWorklo
     target = prefix_stats(w, block_tokens=16)["hit_bound"]
     rate = n / span
     shared = _at_rate(shared, span, rate)
-    stretched = [replace(multiturn, turns=_q_from(1 + (np.asarray(multiturn.turns) - 1) * f))
-                 for f in (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)]
+    stretched = [replace(multiturn, turns=_q_from(1 + (np.asarray(multiturn.turns) - 1) * f),
+                         turns_prompt_rho=r)
+                 for f in (1.0, 2.0, 3.0) for r in sorted({multiturn.turns_prompt_rho, 0.7, 0.95})]
     multiturn = _closest_hit_bound(stretched, span, rate, target)
     agent = _closest_hit_bound([replace(agent, turns=_geometric_turns(m))
                                 for m in (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0)], span, rate, target)
