@@ -19,21 +19,48 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(2)
 
 
-def _load(path: Path, fmt: str, keep_failed: bool = False):
+FORMAT_HELP = "burstgpt | azure | replay | mooncake | bailian | auto (from the header / .jsonl fields)."
+
+
+def _load(path: Path, fmt: str, keep_failed: bool = False, trace_block_tokens: Optional[int] = None,
+          spread_tick_s: float = 0.0, seed: int = 0):
     from inferencegym.workload import load_any
 
-    return load_any(path, fmt, keep_failed=keep_failed)
+    return load_any(path, fmt, keep_failed=keep_failed, trace_block_tokens=trace_block_tokens,
+                    spread_tick_s=spread_tick_s, seed=seed)
+
+
+def _block_option():
+    return typer.Option(None, "--trace-block-tokens",
+                        help="JSONL traces: tokens per hash id [mooncake 512, bailian 16].")
+
+
+def _spread_option():
+    return typer.Option(0.0, "--spread-tick-s",
+                        help="JSONL traces: spread each arrival over U[0, this) s (Mooncake's real "
+                             "conversation trace is on a 3-s clock); seeded by --seed.")
+
+
+def _prefix_rows(w, block_tokens: int):
+    """prefix_stats of a workload with hash chains, else None."""
+    if w.hash_ids is None:
+        return None
+    from inferencegym.workload.prefix_stats import prefix_stats
+
+    return prefix_stats(w, block_tokens=block_tokens)
 
 
 @data_app.command("prepare")
 def prepare_cmd(
     input: Path = typer.Option(..., "--input", "-i", help="CSV trace to convert."),
     output: Path = typer.Option(..., "--output", "-o", help="Parquet pool to write."),
-    format: str = typer.Option("auto", "--format", "-f",
-                               help="burstgpt | azure | replay | auto (from the header)."),
+    format: str = typer.Option("auto", "--format", "-f", "--trace-format", help=FORMAT_HELP),
     keep_failed: bool = typer.Option(False, "--keep-failed",
                                      help="Keep failed rows (0 output tokens) as failures."),
     sort: bool = typer.Option(False, "--sort", help="Sort rows by time (loads the whole file; not streamed)."),
+    trace_block_tokens: Optional[int] = _block_option(),
+    spread_tick_s: float = _spread_option(),
+    seed: int = typer.Option(0, "--seed", help="Seed of --spread-tick-s."),
 ) -> None:
     """Stream a CSV trace into a typed Parquet pool (statistics in the file metadata)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
@@ -49,7 +76,9 @@ def prepare_cmd(
                 progress.update(task, completed=done, total=total)
 
             meta = prepare(input, output, format, keep_failed=keep_failed, sort=sort,
-                           on_progress=on_progress)
+                           on_progress=on_progress,
+                           prefix_options={"trace_block_tokens": trace_block_tokens,
+                                           "spread_tick_s": spread_tick_s, "seed": seed})
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     s, src = meta["stats"], meta["source"]
@@ -61,27 +90,59 @@ def prepare_cmd(
 def fit_cmd(
     input: Path = typer.Option(..., "--input", "-i", help="Trace CSV or Parquet pool."),
     output: Path = typer.Option(..., "--output", "-o", help="Fit JSON to write."),
-    format: str = typer.Option("auto", "--format", "-f", help="burstgpt | azure | replay | auto."),
+    format: str = typer.Option("auto", "--format", "-f", "--trace-format", help=FORMAT_HELP),
     bin_s: float = typer.Option(10.0, "--bin-s", help="Bin width of the fitted rate chain (s)."),
+    trace_block_tokens: Optional[int] = _block_option(),
+    spread_tick_s: float = _spread_option(),
+    seed: int = typer.Option(0, "--seed", help="Seed of --spread-tick-s."),
+    block_tokens: int = typer.Option(16, "--block-tokens", help="Simulator KV block size for prefix statistics."),
+    prefix_specs: Optional[Path] = typer.Option(
+        None, "--prefix-specs", help="Traces with hash chains: also fit the prefix-sharing generators and "
+                                     "write PREFIX_{shared_prefix,multiturn,agent}.json."),
 ) -> None:
-    """Fit the default generator (Markov-modulated bins + Gaussian-copula lengths) to a trace."""
+    """Fit the default generator (Markov-modulated bins + Gaussian-copula lengths) to a trace.
+    Traces with hash chains also get their prefix statistics (hit bound, reuse, popularity) in
+    the fit's ``source_stats.prefix``."""
+    import dataclasses
+
     from inferencegym.workload.fit import fit_workload
 
     try:
-        w = _load(input, format)
+        w = _load(input, format, trace_block_tokens=trace_block_tokens, spread_tick_s=spread_tick_s, seed=seed)
         fit = fit_workload(w, bin_s=bin_s, source=input.name)
+        ps = _prefix_rows(w, block_tokens)
+        if ps is not None:
+            fit = dataclasses.replace(fit, source_stats={**fit.source_stats, "prefix": ps})
         fit.save(output)
+        if prefix_specs is not None:
+            if ps is None:
+                raise ValueError(f"--prefix-specs needs a trace with hash chains; {input} has none")
+            from inferencegym.workload.prefix_fit import fit_prefix_specs
+
+            for kind, spec in fit_prefix_specs(w, source=input.name).items():
+                dst = prefix_specs.parent / f"{prefix_specs.name}_{kind}.json"
+                spec.save(dst)
+                typer.echo(f"wrote {dst}: {kind}, {spec.num_prefixes} prefixes, Zipf s {spec.zipf_s}, "
+                           f"{spec.mean_turns():.3g} mean turns")
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     a = fit.alternatives["arrival"]
     typer.echo(f"wrote {output}: {len(w)} requests, {fit.arrival['rate_per_s']:.4g} req/s, "
                f"{len(fit.arrival['class_quantiles'])} rate classes; best renewal law by KS: "
                f"{a['best_by_ks']} (KS {a[a['best_by_ks']]['ks']:.3f})")
+    if ps is not None:
+        p = ps["popularity"]
+        typer.echo(f"prefix sharing ({block_tokens}-token blocks): infinite-cache hit bound "
+                   f"{ps['hit_bound']:.4f}, reuse distance p50 {ps['reuse']['seconds']['p50']} s, "
+                   f"{p['distinct_prefixes']} prefixes (Zipf s {p['zipf_s']}), mean turns "
+                   f"{ps['turns']['mean_turns']}")
 
 
 @data_app.command("generate")
 def generate_cmd(
-    fit: str = typer.Option("azure_conv", "--fit", help="Fit JSON, or a shipped fit: azure_conv | azure_code."),
+    fit: str = typer.Option("azure_conv", "--fit", help="Fit JSON, or a shipped fit: azure_conv | azure_code; "
+                                                         "prefix-sharing: mooncake_shared_prefix | "
+                                                         "mooncake_multiturn | mooncake_agent or a spec JSON."),
     duration_s: float = typer.Option(3600.0, "--duration-s", help="Length of the generated trace (s)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the numpy Generator."),
     output: Path = typer.Option(..., "--output", "-o", help=".parquet (pool) or .csv (replay format)."),
@@ -111,6 +172,15 @@ def generate_cmd(
             mix = TenantMix.load(tenants)
             w = mix.generate(duration_s, rng)
             fit_source = mix.to_dict()
+        elif _is_prefix_spec(fit):
+            from inferencegym.workload.prefix_gen import (PREFIX_FITS, PrefixWorkloadSpec, default_prefix_spec,
+                                                          generate_prefix_workload)
+
+            ps = default_prefix_spec(fit) if fit in PREFIX_FITS else PrefixWorkloadSpec.load(fit)
+            if rate is not None:
+                ps = ps.with_rate(rate)
+            w = generate_prefix_workload(ps, duration_s, rng)
+            fit_source = ps.source
         else:
             f = default_fit(fit) if fit in DEFAULT_FITS else WorkloadFit.load(fit)
             if rate is not None:
@@ -128,6 +198,9 @@ def generate_cmd(
                   "mega_prompt_tokens": mega_tokens, "mega_every_s": mega_every_s, "mega_mode": mega_mode}
         if output.suffix.lower() == ".csv":
             from inferencegym.workload.io import write_replay_csv
+
+            if w.hash_ids is not None:
+                raise ValueError("the replay CSV cannot hold hash chains; write a .parquet pool to keep them")
             write_replay_csv(w, output)
         else:
             write_pool(w, output, source=source)
@@ -137,19 +210,47 @@ def generate_cmd(
                f"({len(w) / duration_s if duration_s else 0:.4g} req/s)")
 
 
+def _is_prefix_spec(fit: str) -> bool:
+    from inferencegym.workload.prefix_gen import PREFIX_FITS, SCHEMA
+
+    if fit in PREFIX_FITS:
+        return True
+    p = Path(fit)
+    try:
+        return p.suffix == ".json" and p.exists() and json.loads(p.read_text()).get("schema") == SCHEMA
+    except (OSError, ValueError):
+        return False
+
+
 @data_app.command("compare")
 def compare_cmd(
     a: Path = typer.Argument(..., help="First trace (CSV) or pool (Parquet)."),
     b: Path = typer.Argument(..., help="Second trace (CSV) or pool (Parquet)."),
-    format_a: str = typer.Option("auto", "--format-a", help="Format of A if CSV."),
-    format_b: str = typer.Option("auto", "--format-b", help="Format of B if CSV."),
+    format_a: str = typer.Option("auto", "--format-a", help="Format of A if not a pool: " + FORMAT_HELP),
+    format_b: str = typer.Option("auto", "--format-b", help="Format of B if not a pool."),
+    trace_format: Optional[str] = typer.Option(None, "--trace-format",
+                                               help="Format of both (where --format-a/-b are auto)."),
+    trace_block_tokens: Optional[int] = _block_option(),
+    spread_tick_s: float = _spread_option(),
+    seed: int = typer.Option(0, "--seed", help="Seed of --spread-tick-s."),
+    block_tokens: int = typer.Option(16, "--block-tokens", help="Simulator KV block size for prefix statistics."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Rate, burstiness, length percentiles, correlation and KS tests of two traces side by side."""
+    """Rate, burstiness, length percentiles, correlation and KS tests of two traces side by side;
+    prefix statistics (infinite-cache hit bound, reuse distance, prefix popularity, turns) when
+    either has hash chains."""
     from inferencegym.workload.stats import compare, format_compare
 
+    if trace_format is not None:
+        format_a = trace_format if format_a == "auto" else format_a
+        format_b = trace_format if format_b == "auto" else format_b
+    opts = dict(trace_block_tokens=trace_block_tokens, spread_tick_s=spread_tick_s, seed=seed)
     try:
-        r = compare(_load(a, format_a), _load(b, format_b))
+        wa, wb = _load(a, format_a, **opts), _load(b, format_b, **opts)
+        r = compare(wa, wb)
+        pa_, pb_ = _prefix_rows(wa, block_tokens), _prefix_rows(wb, block_tokens)
+        if pa_ is not None or pb_ is not None:
+            r["prefix"] = {"a": pa_, "b": pb_}
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     if as_json:
@@ -163,6 +264,11 @@ def compare_cmd(
         t.add_column(col)
     for row in format_compare(r):
         t.add_row(*row)
+    if "prefix" in r:
+        from inferencegym.workload.prefix_stats import format_prefix_compare
+
+        for row in format_prefix_compare(r["prefix"]["a"], r["prefix"]["b"]):
+            t.add_row(*row)
     Console().print(t)
 
 

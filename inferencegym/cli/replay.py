@@ -14,6 +14,23 @@ from inferencegym.tasks.episode_workload import generate_episode_workload
 from inferencegym.workload import load_any
 
 
+def _chains_of_replayed(wl, n: int, max_prompt_tokens: int, block_tokens: int):
+    """Simulator block hashes and the infinite-cache hit bound of the first ``n`` requests as
+    replayed (prompts clipped to ``max_prompt_tokens``)."""
+    import numpy as np
+
+    from inferencegym.workload import Workload
+    from inferencegym.workload.prefix_stats import prefix_stats
+
+    B = wl.hash_block_tokens
+    p = np.clip(wl.prompt_tokens[:n], 1, max_prompt_tokens)
+    chains = [h[: -(-int(x) // B)] for h, x in zip(wl.hash_ids[:n], p.tolist())]
+    sub = Workload.from_arrays(wl.arrival_s[:n], p, np.maximum(wl.output_tokens[:n], 1), hash_ids=chains,
+                               hash_block_tokens=B, sort=False)
+    hashes = [r.block_hashes for r in sub.to_requests(block_size=block_tokens)]
+    return hashes, prefix_stats(sub, block_tokens=block_tokens)["hit_bound"]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("replay")
     def replay(
@@ -40,6 +57,8 @@ def register(app: typer.Typer) -> None:
         sim_replicas: Optional[int] = typer.Option(None, help="simulated replicas"),
         sim_batch_cap: Optional[int] = typer.Option(None, help="simulated batch cap (max_num_seqs)"),
         sim_scheduler: Optional[str] = typer.Option(None, help="vllm, sarathi or static"),
+        block_tokens: int = typer.Option(16, min=1, help="engine KV block size: prompts of traces with hash "
+                                                         "chains are built block-aligned at this size"),
         output: Optional[Path] = typer.Option(None, help="write the per-request records (Parquet)"),
         json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
     ) -> None:
@@ -88,6 +107,13 @@ def register(app: typer.Typer) -> None:
             source = str(trace)
             target = SimTarget(**{k: v for k, v in overrides.items() if v is not None})
         a, p, o, clipped = prepare_workload(wl.arrival_s, wl.prompt_tokens, wl.output_tokens, cfg)
+        prompts = hashes = hit_bound = None
+        if getattr(wl, "hash_ids", None) is not None:  # same hash -> same text, block-aligned (prefix caching sees the sharing)
+            from inferencegym.workload.prompt_text import workload_prompts
+
+            prompts = workload_prompts(wl, len(wl), max_prompt_tokens=max_prompt_tokens,
+                                       block_tokens=block_tokens, seed=seed)
+            hashes, hit_bound = _chains_of_replayed(wl, len(a), max_prompt_tokens, block_tokens)
         console.print(f"replaying {len(a)} requests from {source} over {a[-1] * time_scale:.1f} s "
                       f"to {endpoint} (model {model}, concurrency {concurrency})")
         if clipped["prompts"] or clipped["outputs"]:
@@ -98,14 +124,16 @@ def register(app: typer.Typer) -> None:
                       console=console, transient=json_out) as prog:
             bar = prog.add_task("replay", total=len(a))
             try:
-                result = run_replay(a, p, o, cfg, on_done=lambda: prog.advance(bar))
+                result = run_replay(wl.arrival_s, wl.prompt_tokens, wl.output_tokens, cfg,
+                                    on_done=lambda: prog.advance(bar), prompts=prompts)
             except ConnectionError as exc:
                 console.print(f"[red]{exc}[/red]")
                 raise typer.Exit(2) from None
         sim_table = None
         if sim:
-            sim_table = simulate(a * time_scale, p, o, target)
-        report = compare(result.records, sim_table, result.itl_s)
+            sim_table = simulate(a * time_scale, p, o, target, block_hashes=hashes)
+        report = compare(result.records, sim_table, result.itl_s, engine_prefix=result.engine_prefix,
+                         hit_bound=hit_bound)
         report.update(source=source, endpoint=endpoint, model=model, wall_s=result.wall_s,
                       clipped=clipped, sim_target=target.to_dict() if sim else None)
         if output is not None:

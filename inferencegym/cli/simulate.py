@@ -244,7 +244,7 @@ def register(app: typer.Typer) -> None:
         prompt_tokens: Optional[int] = typer.Option(None, help="prompt length of generated requests [512]"),
         output_tokens: Optional[int] = typer.Option(None, help="output length of generated requests [128]"),
         trace: Optional[Path] = typer.Option(None, help="replay a trace CSV instead of Poisson arrivals"),
-        trace_format: Optional[str] = typer.Option(None, help="replay|azure|burstgpt|auto [auto]"),
+        trace_format: Optional[str] = typer.Option(None, help="replay|azure|burstgpt|mooncake|bailian|auto [auto]"),
         seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),

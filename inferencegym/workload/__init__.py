@@ -6,14 +6,21 @@ statistics and spike detection.
     reqs = w.window(0, 600).scale_time(0.5).to_requests()
     g = generate(default_fit("azure_code"), 3600.0, numpy.random.default_rng(0))
 
-See docs/workloads.md. Heavy libraries (pyarrow, scipy) are imported inside the functions that
+Prefix-sharing traces (Mooncake, Qwen-Bailian JSONL) carry hash chains that become the simulator
+requests' ``block_hashes``; `prefix_stats` measures their sharing and `generate_prefix_workload`
+draws shared-prefix, multi-turn and agent workloads. See docs/workloads.md. Heavy libraries (pyarrow, scipy) are imported inside the functions that
 need them.
 """
 
 from .adversarial import inject_mega_prompts, jitter, mega_prompt_mask
 from .fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate, length_sampler
 from .loaders import FORMATS, TraceFormatError, detect_format, load_any, load_trace
+from .hashchain import HashChainError, sim_block_hashes
 from .pool import pool_metadata, prepare, read_pool, write_pool
+from .prefix_gen import (PREFIX_FITS, PrefixWorkloadSpec, default_prefix_spec, generate_prefix_mix,
+                         generate_prefix_workload)
+from .prefix_loaders import PREFIX_FORMATS, load_prefix_trace
+from .prefix_stats import prefix_stats
 from .stats import Spike, compare, detect_spikes, trace_stats
 from .tenants import Tenant, TenantMix
 from .trace import Workload
@@ -22,4 +29,7 @@ __all__ = ["Workload", "load_trace", "load_any", "detect_format", "TraceFormatEr
            "prepare", "read_pool", "write_pool", "pool_metadata",
            "WorkloadFit", "fit_workload", "generate", "default_fit", "length_sampler", "DEFAULT_FITS",
            "trace_stats", "compare", "detect_spikes", "Spike",
-           "jitter", "inject_mega_prompts", "mega_prompt_mask", "Tenant", "TenantMix"]
+           "jitter", "inject_mega_prompts", "mega_prompt_mask", "Tenant", "TenantMix",
+           "sim_block_hashes", "HashChainError", "load_prefix_trace", "PREFIX_FORMATS", "prefix_stats",
+           "PrefixWorkloadSpec", "generate_prefix_workload", "generate_prefix_mix", "default_prefix_spec",
+           "PREFIX_FITS"]

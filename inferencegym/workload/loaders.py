@@ -84,6 +84,10 @@ def _read_header(path: Path) -> list[str]:
 def detect_format(path: str | Path) -> str:
     """Guess the format of a CSV trace from its header names."""
     path = Path(path)
+    if path.suffix.lower() in _JSONL_SUFFIXES:
+        from .prefix_loaders import detect_prefix_format
+
+        return detect_prefix_format(path)
     have = {_norm(h) for h in _read_header(path)}
     for name, fmt in FORMATS.items():
         if {_norm(fmt.time_col), _norm(fmt.prompt_col), _norm(fmt.output_col)} <= have:
@@ -337,8 +341,18 @@ def _batches_to_workload(batches, path: Path, format: str, sort: bool) -> Worklo
                                 source=f"{Path(path).name} ({format})", sort=sort)
 
 
+_JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def _is_prefix_format(path: Path, format: str) -> bool:
+    from .prefix_loaders import PREFIX_FORMATS
+
+    return format in PREFIX_FORMATS or (format == "auto" and path.suffix.lower() in _JSONL_SUFFIXES)
+
+
 def load_trace(path: str | Path, format: str = "auto", *, keep_failed: bool = False,
-               sort: bool = False) -> Workload:
+               sort: bool = False, trace_block_tokens: int | None = None, spread_tick_s: float = 0.0,
+               seed: int = 0) -> Workload:
     """Load a CSV trace into a `Workload`, sorted by arrival.
 
     BurstGPT and Azure times are rebased so the first row of the file is at 0 s; replay-format
@@ -346,12 +360,21 @@ def load_trace(path: str | Path, format: str = "auto", *, keep_failed: bool = Fa
 
     Args:
         path: the CSV file.
-        format: ``"burstgpt"``, ``"azure"``, ``"replay"``, ``"pool"`` (a Parquet pool from
-            `prepare`) or ``"auto"`` (a pool by its .parquet suffix, else guessed from the header).
+        format: ``"burstgpt"``, ``"azure"``, ``"replay"``, ``"mooncake"``, ``"bailian"`` (JSONL
+            with hash chains, `inferencegym.workload.prefix_loaders`), ``"pool"`` (a Parquet pool
+            from `prepare`) or ``"auto"`` (a pool by its .parquet suffix, JSONL by .jsonl, else
+            guessed from the CSV header).
         keep_failed: keep failed rows (0 output tokens) as failures instead of dropping them.
         sort: sort rows by time instead of rejecting a file whose timestamps go backwards.
+        trace_block_tokens, spread_tick_s, seed: JSONL formats only (tokens per hash id; spread
+            each arrival over ``U[0, spread_tick_s)`` with a Generator seeded by ``seed``).
     """
     path = Path(path)
+    if _is_prefix_format(path, format):
+        from .prefix_loaders import load_prefix_trace
+
+        return load_prefix_trace(path, format, trace_block_tokens=trace_block_tokens,
+                                 spread_tick_s=spread_tick_s, seed=seed, keep_failed=keep_failed, sort=sort)
     if format == "pool" or (format == "auto" and path.suffix.lower() in (".parquet", ".pq")):
         from .pool import read_pool
         return read_pool(path, drop_failed=not keep_failed)
@@ -365,10 +388,12 @@ def load_trace(path: str | Path, format: str = "auto", *, keep_failed: bool = Fa
                                                    check_order=False), path, format, sort=True)
 
 
-def load_any(path: str | Path, format: str = "auto", *, keep_failed: bool = False) -> Workload:
-    """A trace CSV (any format) or a Parquet pool, by file extension."""
+def load_any(path: str | Path, format: str = "auto", *, keep_failed: bool = False,
+             **prefix_options) -> Workload:
+    """A trace CSV or JSONL (any format) or a Parquet pool, by file extension. ``prefix_options``
+    (``trace_block_tokens``, ``spread_tick_s``, ``seed``) apply to JSONL traces."""
     path = Path(path)
     if path.suffix.lower() in (".parquet", ".pq"):
         from .pool import read_pool
         return read_pool(path)
-    return load_trace(path, format, keep_failed=keep_failed)
+    return load_trace(path, format, keep_failed=keep_failed, **prefix_options)

@@ -13,7 +13,13 @@ model           string     model name (BurstGPT ``Model``), null if the trace ha
 log_type        string     BurstGPT ``Log Type``, null if the trace has none
 tenant          int64      tenant index (0 unless the trace says otherwise)
 priority        int64      0 best effort, 1 priority
+hash_ids        list<int64> prefix-sharing traces only: the request's prefix-block hash ids
+                           (``hash_block_tokens`` tokens per id, in the metadata)
+session, turn,  int64      conversation traces only (Bailian ``chat_id``, ``turn``,
+parent                     ``parent_chat_id``; generated sessions)
 =============== ========== ==================================================================
+
+Pools written before hash chains existed have no ``hash_ids`` column and read as before.
 
 File metadata key ``inferencegym.pool`` holds JSON: ``{"schema", "source": {file, format,
 size_bytes, rows_in_file, rows_written, failed_dropped}, "stats": trace_stats(...)}``. Files are
@@ -41,12 +47,32 @@ POOL_SCHEMA_VERSION = "inferencegym.pool/1"
 META_KEY = b"inferencegym.pool"
 
 
-def _schema():
+_INT_COLUMNS = ("session", "turn", "parent")
+
+
+def _schema(hashes: bool = False, ints: tuple[str, ...] = ()):
     import pyarrow as pa
 
-    return pa.schema([("arrival_s", pa.float64()), ("prompt_tokens", pa.int64()),
-                      ("output_tokens", pa.int64()), ("model", pa.string()), ("log_type", pa.string()),
-                      ("tenant", pa.int64()), ("priority", pa.int64())])
+    fields = [("arrival_s", pa.float64()), ("prompt_tokens", pa.int64()),
+              ("output_tokens", pa.int64()), ("model", pa.string()), ("log_type", pa.string()),
+              ("tenant", pa.int64()), ("priority", pa.int64())]
+    if hashes:
+        fields.append(("hash_ids", pa.list_(pa.int64())))
+    fields += [(k, pa.int64()) for k in ints]
+    return pa.schema(fields)
+
+
+def _hash_list_array(chains):
+    """An Arrow list<int64> array from an object array of int64 arrays (no per-id Python objects)."""
+    import pyarrow as pa
+
+    lengths = np.fromiter((len(c) for c in chains), np.int64, count=len(chains))
+    offsets = np.zeros(len(chains) + 1, np.int32 if lengths.sum() < 2**31 else np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.concatenate(list(chains)) if len(chains) else np.zeros(0, np.int64)
+    cls = pa.ListArray if offsets.dtype == np.int32 else pa.LargeListArray
+    arr = cls.from_arrays(pa.array(offsets), pa.array(flat.astype(np.int64)))
+    return arr if cls is pa.ListArray else arr.cast(pa.list_(pa.int64()))
 
 
 def _strings(x, n):
@@ -72,7 +98,7 @@ def _table(arrival, prompt, output, model, log_type, tenant, priority):
 class _AtomicParquet:
     """A ParquetWriter on a temporary file, renamed onto ``path`` by `commit`."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, schema=None):
         import pyarrow.parquet as pq
 
         self.path = Path(path)
@@ -80,7 +106,8 @@ class _AtomicParquet:
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         os.close(fd)
         self.tmp = Path(tmp)
-        self.writer = pq.ParquetWriter(str(self.tmp), _schema(), compression="zstd")
+        self.writer = pq.ParquetWriter(str(self.tmp), schema if schema is not None else _schema(),
+                                       compression="zstd")
 
     def write(self, table) -> None:
         self.writer.write_table(table, row_group_size=1 << 20)
@@ -110,14 +137,26 @@ def write_pool(w: Workload, path: str | Path, *, source: dict | None = None) -> 
     """Write a workload as a Parquet pool (atomically), statistics in the metadata."""
     from .stats import trace_stats
 
+    import pyarrow as pa
+
     path = Path(path)
-    out = _AtomicParquet(path)
+    ints = tuple(k for k in _INT_COLUMNS if k in w.ints)
+    schema = _schema(w.hash_ids is not None, ints)
+    out = _AtomicParquet(path, schema)
     try:
-        out.write(_table(w.arrival_s, w.prompt_tokens, w.output_tokens,
-                         w.label("model") if "model" in w.labels else None,
-                         w.label("log_type") if "log_type" in w.labels else None, w.tenant, w.priority))
-        out.commit({"schema": POOL_SCHEMA_VERSION, "source": source or {"description": w.source},
-                    "stats": _json_safe(trace_stats(w))})
+        table = _table(w.arrival_s, w.prompt_tokens, w.output_tokens,
+                       w.label("model") if "model" in w.labels else None,
+                       w.label("log_type") if "log_type" in w.labels else None, w.tenant, w.priority)
+        if w.hash_ids is not None:
+            table = table.append_column("hash_ids", _hash_list_array(w.hash_ids))
+        for k in ints:
+            table = table.append_column(k, pa.array(w.ints[k], pa.int64()))
+        meta = {"schema": POOL_SCHEMA_VERSION, "source": source or {"description": w.source},
+                "stats": _json_safe(trace_stats(w))}
+        if w.hash_ids is not None:
+            meta["hash_block_tokens"] = w.hash_block_tokens
+        out.write(table.cast(schema))
+        out.commit(meta)
     except BaseException:
         out.abort()
         raise
@@ -126,19 +165,38 @@ def write_pool(w: Workload, path: str | Path, *, source: dict | None = None) -> 
 
 def prepare(input_path: str | Path, output_path: str | Path, format: str = "auto", *,
             keep_failed: bool = False, sort: bool = False, block_size: int = 8 << 20,
-            on_progress: Callable[[int, int], None] | None = None) -> dict:
+            on_progress: Callable[[int, int], None] | None = None,
+            prefix_options: dict | None = None) -> dict:
     """Stream a CSV trace into a Parquet pool; returns the metadata written.
 
     Memory: one CSV block at a time plus three numeric columns kept for the statistics
     (~24 bytes per request). ``on_progress(bytes_read, total_bytes)`` is called after each block.
     ``sort=True`` accepts a file whose timestamps go backwards by loading it whole and sorting
-    (not streamed).
+    (not streamed). JSONL traces (``mooncake``, ``bailian``) are parsed whole and keep their hash
+    chains; ``prefix_options`` (``trace_block_tokens``, ``spread_tick_s``, ``seed``) go to their loader.
     """
     from .stats import trace_stats
+
+    from .prefix_loaders import PREFIX_FORMATS
 
     input_path, output_path = Path(input_path), Path(output_path)
     if format == "auto":
         format = detect_format(input_path)
+    if format in PREFIX_FORMATS:  # JSONL with hash chains: parsed whole by pyarrow.json, then written
+        from .loaders import load_trace
+
+        if input_path.resolve() == output_path.resolve():
+            raise ValueError(f"prepare: output {output_path} would overwrite the input")
+        w_all = load_trace(input_path, format, keep_failed=True, sort=sort, **(prefix_options or {}))
+        w = w_all if keep_failed else w_all.drop_failed()
+        write_pool(w, output_path, source={"file": input_path.name, "format": format,
+                                           "size_bytes": input_path.stat().st_size,
+                                           "rows_in_file": len(w_all), "rows_written": len(w),
+                                           "failed_dropped": len(w_all) - len(w), "keep_failed": keep_failed,
+                                           **(prefix_options or {})})
+        if on_progress is not None:
+            on_progress(input_path.stat().st_size, input_path.stat().st_size)
+        return pool_metadata(output_path)
     if format not in FORMATS:
         raise ValueError(f"unknown trace format '{format}'; valid: {', '.join(sorted(FORMATS))}")
     if input_path.resolve() == output_path.resolve():
@@ -203,6 +261,13 @@ def prepare(input_path: str | Path, output_path: str | Path, format: str = "auto
         raise
 
 
+def _meta_block_tokens(path: Path) -> int:
+    try:
+        return int(pool_metadata(path).get("hash_block_tokens") or 0)
+    except ValueError:
+        return 0
+
+
 def pool_metadata(path: str | Path) -> dict:
     """The ``inferencegym.pool`` metadata of a pool file."""
     import pyarrow.parquet as pq
@@ -215,9 +280,11 @@ def pool_metadata(path: str | Path) -> dict:
 
 
 def read_pool(path: str | Path, *, start_s: float | None = None, duration_s: float | None = None,
-              time_scale: float = 1.0, drop_failed: bool = False) -> Workload:
+              time_scale: float = 1.0, drop_failed: bool = False,
+              hash_block_tokens: int | None = None) -> Workload:
     """Load a pool (or any Parquet file with at least ``arrival_s, prompt_tokens,
-    output_tokens``) as a `Workload`.
+    output_tokens``) as a `Workload`. A ``hash_ids`` column (list of int64) becomes the workload's
+    hash chains, with ``hash_block_tokens`` from the pool metadata (or the argument, which wins).
 
     ``start_s``/``duration_s`` select a window of trace time (read with a Parquet filter, so
     only the needed row groups are decoded) and rebase it to 0; ``time_scale`` then multiplies
@@ -238,7 +305,13 @@ def read_pool(path: str | Path, *, start_s: float | None = None, duration_s: flo
     if not need <= names:
         raise ValueError(f"{path}: a pool needs columns {sorted(need)}; the file has {sorted(names)}")
     cols = [c for c in ("arrival_s", "prompt_tokens", "output_tokens", "tenant", "priority", "model",
-                        "log_type") if c in names]
+                        "log_type", "hash_ids", *_INT_COLUMNS) if c in names]
+    block = 0
+    if "hash_ids" in names:
+        block = hash_block_tokens or _meta_block_tokens(path)
+        if not block:
+            raise ValueError(f"{path}: has a hash_ids column but no hash_block_tokens in its metadata; "
+                             "pass hash_block_tokens= (tokens per hash id: 512 Mooncake, 16 Bailian)")
     dataset = ds.dataset(str(path), format="parquet")
     flt = None
     if start_s is not None or duration_s is not None:
@@ -254,8 +327,18 @@ def read_pool(path: str | Path, *, start_s: float | None = None, duration_s: flo
             enc = t.column(c).combine_chunks().fill_null("").dictionary_encode()
             labels[c] = (np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int32),
                          tuple(str(x) for x in enc.dictionary.to_pylist()))
+    chains = None
+    if "hash_ids" in t.column_names:
+        ids = t.column("hash_ids").combine_chunks()
+        off = ids.offsets.to_numpy()
+        flat = ids.flatten().to_numpy()
+        chains = np.empty(t.num_rows, dtype=object)
+        for i in range(t.num_rows):
+            chains[i] = flat[off[i]:off[i + 1]]
     w = Workload.from_arrays(col("arrival_s"), col("prompt_tokens"), col("output_tokens"), col("tenant"),
-                             col("priority"), labels=labels, source=path.name, sort=True)
+                             col("priority"), labels=labels, source=path.name, sort=True,
+                             hash_ids=chains, hash_block_tokens=block,
+                             ints={k: col(k) for k in _INT_COLUMNS if k in t.column_names})
     if start_s is not None:
         w = w.shift(-float(start_s))
     if time_scale != 1.0:

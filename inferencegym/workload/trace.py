@@ -51,15 +51,26 @@ class Workload:
     """Optional categorical columns (e.g. ``model``, ``log_type``): name -> (int32 codes, names)."""
     source: str = ""
     """Where the rows came from (file name, generator description)."""
+    hash_ids: np.ndarray | None = None
+    """Prefix-sharing traces: per request a read-only int64 array of prefix-block hash ids (block j
+    covers prompt tokens ``[j*B, (j+1)*B)``, ``B = hash_block_tokens``), as an object array; None
+    when the workload has no hash chains. `to_requests` maps them onto simulator block hashes."""
+    hash_block_tokens: int = 0
+    """Tokens per hash id ``B`` (Mooncake 512, Bailian 16); 0 when there are no hash chains."""
+    ints: dict[str, np.ndarray] = field(default_factory=dict)
+    """Optional integer columns (int64), e.g. ``session``, ``turn``, ``parent`` of conversation traces."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_arrays(cls, arrival_s, prompt_tokens, output_tokens, tenant=None, priority=None, *,
                     labels: dict[str, Sequence[str] | np.ndarray] | None = None,
-                    source: str = "", sort: bool = True) -> "Workload":
+                    source: str = "", sort: bool = True, hash_ids=None, hash_block_tokens: int = 0,
+                    ints: dict[str, np.ndarray] | None = None) -> "Workload":
         """Validate and build a workload; sorts by arrival (stable) unless ``sort=False``.
 
-        Raises ValueError on length mismatches, NaN/inf times, or negative lengths.
+        ``hash_ids`` (one sequence of ints per request) with ``hash_block_tokens`` (tokens per id)
+        give prefix-sharing hash chains; ``ints`` extra integer columns. Raises ValueError on
+        length mismatches, NaN/inf times, or negative lengths.
         """
         a = np.asarray(arrival_s, dtype=np.float64).reshape(-1)
         n = a.shape[0]
@@ -92,23 +103,36 @@ class Workload:
                 c = _categorical(vals, n, name)
                 if c is not None:
                     cats[name] = c
+        hids = _hash_column(hash_ids, p, hash_block_tokens)
+        extra = {}
+        for name, vals in (ints or {}).items():
+            extra[name] = np.asarray(vals, dtype=np.int64).reshape(-1)
+            if extra[name].shape[0] != n:
+                raise ValueError(f"Workload: column {name!r} has {extra[name].shape[0]} values, expected {n}")
         if sort and n > 1 and np.any(np.diff(a) < 0):
             order = np.argsort(a, kind="stable")
             a, p, o, t, q = a[order], p[order], o[order], t[order], q[order]
             cats = {k: (c[order], names) for k, (c, names) in cats.items()}
+            hids = None if hids is None else hids[order]
+            extra = {k: v[order] for k, v in extra.items()}
         elif not sort and n > 1 and np.any(np.diff(a) < 0):
             i = int(np.flatnonzero(np.diff(a) < 0)[0]) + 1
             raise ValueError(f"Workload: arrival_s must be non-decreasing; request {i} arrives at "
                              f"{a[i]} after {a[i - 1]} (pass sort=True to sort)")
-        return cls._wrap(a, p, o, t, q, cats, source)
+        return cls._wrap(a, p, o, t, q, cats, source, hids, hash_block_tokens if hids is not None else 0,
+                         extra)
 
     @classmethod
-    def _wrap(cls, a, p, o, t, q, cats, source) -> "Workload":
-        for arr in (a, p, o, t, q):
+    def _wrap(cls, a, p, o, t, q, cats, source, hash_ids=None, hash_block_tokens=0,
+              ints=None) -> "Workload":
+        ints = ints or {}
+        for arr in (a, p, o, t, q, *ints.values()):
             arr.flags.writeable = False
         for codes, _ in cats.values():
             codes.flags.writeable = False
-        return cls(a, p, o, t, q, cats, source)
+        if hash_ids is not None:
+            hash_ids.flags.writeable = False
+        return cls(a, p, o, t, q, cats, source, hash_ids, int(hash_block_tokens), ints)
 
     @classmethod
     def empty(cls, source: str = "") -> "Workload":
@@ -150,7 +174,9 @@ class Workload:
         return Workload._wrap(np.array(a, np.float64), self.prompt_tokens[idx].copy(),
                               self.output_tokens[idx].copy(), self.tenant[idx].copy(),
                               self.priority[idx].copy(), cats,
-                              self.source if source is None else source)
+                              self.source if source is None else source,
+                              None if self.hash_ids is None else self.hash_ids[idx].copy(),
+                              self.hash_block_tokens, {k: v[idx].copy() for k, v in self.ints.items()})
 
     # ------------------------------------------------------------------ transformations
     def window(self, start_s: float, duration_s: float, *, rebase: bool = True) -> "Workload":
@@ -196,7 +222,8 @@ class Workload:
         t = np.full(len(w), int(tenant), np.int64)
         q = w.priority.copy() if priority is None else np.full(len(w), int(priority), np.int64)
         return Workload._wrap(w.arrival_s.copy(), w.prompt_tokens.copy(), w.output_tokens.copy(),
-                              t, q, {k: (c.copy(), n) for k, (c, n) in w.labels.items()}, w.source)
+                              t, q, {k: (c.copy(), n) for k, (c, n) in w.labels.items()}, w.source,
+                              w.hash_ids, w.hash_block_tokens, dict(w.ints))
 
     def concat(self, other: "Workload", *, gap_s: float = 0.0) -> "Workload":
         """Append ``other`` after this workload in time (other's times shifted to start
@@ -230,6 +257,8 @@ class Workload:
             codes = np.concatenate([np.asarray([lookup[n] for n in p.labels[name][1]], np.int32)[p.labels[name][0]]
                                     if len(p) else np.zeros(0, np.int32) for p in parts])
             cats[name] = (codes[order], names)
+        hids, block = _merge_hashes(parts, order)
+        any_ints = sorted(set().union(*(set(p.ints) for p in parts)))  # missing in a part: -1
         return Workload._wrap(
             a[order],
             np.concatenate([p.prompt_tokens for p in parts])[order],
@@ -237,15 +266,19 @@ class Workload:
             np.concatenate([p.tenant for p in parts])[order],
             np.concatenate([p.priority for p in parts])[order],
             cats,
-            source if source is not None else "+".join(p.source for p in parts))
+            source if source is not None else "+".join(p.source for p in parts),
+            hids, block, {k: np.concatenate([p.ints.get(k, np.full(len(p), -1, np.int64)) for p in parts])[order]
+                          for k in any_ints})
 
     # ------------------------------------------------------------------ simulator edge
-    def to_requests(self, first_id: int = 0, *, include_failed: bool = False):
+    def to_requests(self, first_id: int = 0, *, include_failed: bool = False, block_size: int = 16):
         """Simulator `Request` objects, ids ``first_id, first_id+1, ...`` in arrival order.
 
         Failed trace rows (0 output tokens) are skipped unless ``include_failed`` (then they raise:
         the simulator needs >= 1 output token). Prompts of 0 tokens are raised to 1 (the
         simulator needs one token to prefill); the count of such rows is in `zero_prompt_count`.
+        With hash chains, each request's ``block_hashes`` are the simulator block hashes for
+        ``block_size`` tokens per KV block (`inferencegym.workload.hashchain.sim_block_hashes`).
         """
         from inferencegym.sim.request import Request
 
@@ -260,8 +293,18 @@ class Workload:
         o = self.output_tokens[idx].tolist()
         t = self.tenant[idx].tolist()
         q = self.priority[idx].tolist()
+        if self.hash_ids is None:
+            return [Request(req_id=first_id + k, arrival_s=a[k], prompt_tokens=p[k], output_tokens=o[k],
+                            tenant=t[k], priority=q[k]) for k in range(len(a))]
+        from .hashchain import sim_block_hashes
+
+        B = self.hash_block_tokens
+        h = self.hash_ids[idx]
         return [Request(req_id=first_id + k, arrival_s=a[k], prompt_tokens=p[k], output_tokens=o[k],
-                        tenant=t[k], priority=q[k]) for k in range(len(a))]
+                        tenant=t[k], priority=q[k],
+                        block_hashes=sim_block_hashes(h[k], p[k], trace_block_tokens=B,
+                                                      sim_block_tokens=block_size))
+                for k in range(len(a))]
 
     @property
     def zero_prompt_count(self) -> int:
@@ -274,4 +317,48 @@ class Workload:
              "output_tokens": self.output_tokens, "tenant": self.tenant, "priority": self.priority}
         for k in self.labels:
             d[k] = self.label(k)
+        d.update(self.ints)
         return d
+
+
+def _hash_column(hash_ids, prompt: np.ndarray, block_tokens: int) -> np.ndarray | None:
+    """Object array of read-only int64 arrays (one per request, checked against its prompt), or None."""
+    from .hashchain import check_chain
+
+    if hash_ids is None:
+        return None
+    n = prompt.shape[0]
+    if block_tokens < 1:
+        raise ValueError(f"Workload: hash_ids need hash_block_tokens >= 1 (tokens per id), got {block_tokens}")
+    if len(hash_ids) != n:
+        raise ValueError(f"Workload: hash_ids has {len(hash_ids)} chains, expected {n} (one per request)")
+    out = np.empty(n, dtype=object)
+    for i, h in enumerate(hash_ids):
+        arr = np.asarray(h).reshape(-1)
+        check_chain(arr, int(prompt[i]), block_tokens, f"Workload: request {i}, hash_ids")
+        arr = arr.astype(np.int64, copy=False)
+        arr.flags.writeable = False
+        out[i] = arr
+    return out
+
+
+def _merge_hashes(parts: list["Workload"], order: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """Hash chains of merged parts. Parts without chains (e.g. injected mega-prompts) get empty
+    chains: they share nothing. Ids are one namespace: generators draw theirs at random 62-bit
+    offsets so parts do not collide."""
+    with_h = [p for p in parts if len(p) and p.hash_ids is not None]
+    if not with_h:
+        return None, 0
+    blocks = {p.hash_block_tokens for p in with_h}
+    if len(blocks) > 1:
+        raise ValueError(f"Workload.merge: parts have hash chains of different block sizes {sorted(blocks)}")
+    cols = []
+    for p in parts:
+        if p.hash_ids is not None:
+            cols.append(p.hash_ids)
+        else:
+            empty = np.empty(len(p), dtype=object)
+            for i in range(len(p)):
+                empty[i] = np.zeros(0, np.int64)
+            cols.append(empty)
+    return np.concatenate(cols)[order], blocks.pop()

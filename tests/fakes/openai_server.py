@@ -10,6 +10,11 @@ nothing to the project's dependencies.
     request arrived, then one token every ``itl_s``; ``max_tokens`` (or ``max_completion_tokens``)
     tokens in all; a final usage chunk when ``stream_options.include_usage`` is set.
 * ``GET /v1/models``: one model.
+* ``prefix_cache=True``: an infinite prefix cache over whitespace-separated words (one word = one
+  token, ``block_tokens`` words per block, whole blocks of a common prefix hit, as vLLM's automatic
+  prefix caching): streamed usage reports ``prompt_tokens`` (words) and
+  ``prompt_tokens_details.cached_tokens``, and ``GET /metrics`` exports vLLM's counters
+  ``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total`` (Prometheus text).
 
 Every request is recorded in ``server.requests`` (arrival time on the server's monotonic clock and
 the parsed body) so tests can check pacing and concurrency.
@@ -37,13 +42,18 @@ class FakeOpenAIServer:
 
     def __init__(self, *, responder: Responder | None = None, ttft_s: float = 0.05,
                  itl_s: float = 0.01, default_max_tokens: int = 16, model: str = "fake-model",
-                 fail_status: int | None = None) -> None:
+                 fail_status: int | None = None, prefix_cache: bool = False, block_tokens: int = 16) -> None:
         self.responder = responder or _default_responder
         self.ttft_s = float(ttft_s)
         self.itl_s = float(itl_s)
         self.default_max_tokens = int(default_max_tokens)
         self.model = model
         self.fail_status = fail_status
+        self.prefix_cache = prefix_cache
+        self.block_tokens = int(block_tokens)
+        self._blocks: set = set()
+        self.cache_queries = 0
+        self.cache_hits = 0
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._active = 0
@@ -61,6 +71,27 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def _lookup(self, body: dict) -> tuple[int, int]:
+        """(prompt tokens, cached tokens) of a request; caches its full blocks."""
+        if "messages" in body:
+            text = " ".join(str(m.get("content", "")) for m in body["messages"])
+        else:
+            text = str(body.get("prompt", ""))
+        words = text.split()
+        n, B = len(words), self.block_tokens
+        hit, miss = 0, False
+        with self._lock:
+            for k in range(n // B):
+                key = tuple(words[: (k + 1) * B])
+                if not miss and key in self._blocks:
+                    hit += B
+                else:
+                    miss = True
+                    self._blocks.add(key)
+            self.cache_queries += n
+            self.cache_hits += hit
+        return n, hit
+
     def start(self) -> "FakeOpenAIServer":
         server = self
 
@@ -71,7 +102,17 @@ class FakeOpenAIServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/metrics" and server.prefix_cache:
+                    data = ("# TYPE vllm:prefix_cache_queries counter\n"
+                            f'vllm:prefix_cache_queries_total{{model_name="{server.model}"}} {server.cache_queries}\n'
+                            "# TYPE vllm:prefix_cache_hits counter\n"
+                            f'vllm:prefix_cache_hits_total{{model_name="{server.model}"}} {server.cache_hits}\n').encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                elif self.path.rstrip("/") == "/v1/models":
                     self._json(200, {"object": "list", "data": [
                         {"id": server.model, "object": "model", "created": 0, "owned_by": "fake"}]})
                 else:
@@ -135,6 +176,7 @@ class FakeOpenAIServer:
             def _stream(self, body: dict, path: str, t_arrival: float) -> None:
                 n = int(body.get("max_completion_tokens") or body.get("max_tokens")
                         or server.default_max_tokens)
+                prompt_n, cached = server._lookup(body) if server.prefix_cache else (10, None)
                 chat = path == "/v1/chat/completions"
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -164,8 +206,10 @@ class FakeOpenAIServer:
                 if (body.get("stream_options") or {}).get("include_usage"):
                     self._event({"id": "s", "object": "chat.completion.chunk", "created": 0,
                                  "model": server.model, "choices": [],
-                                 "usage": {"prompt_tokens": 10, "completion_tokens": n,
-                                           "total_tokens": 10 + n}})
+                                 "usage": {"prompt_tokens": prompt_n, "completion_tokens": n,
+                                           "total_tokens": prompt_n + n,
+                                           **({"prompt_tokens_details": {"cached_tokens": cached}}
+                                              if cached is not None else {})}})
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
 

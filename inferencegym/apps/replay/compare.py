@@ -76,11 +76,14 @@ class SimTarget:
 
 
 def simulate(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
-             target: SimTarget) -> dict[str, np.ndarray]:
-    """Run the requests through the simulator; ``Cluster.results()`` per-request table."""
+             target: SimTarget, block_hashes: list[tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """Run the requests through the simulator; ``Cluster.results()`` per-request table.
+    ``block_hashes`` (per request, from the workload's hash chains) let the simulator share prefixes."""
     cluster = make_cluster(target.to_task(), np.random.default_rng(target.seed))
     reqs = [Request(req_id=i, arrival_s=float(arrival_s[i]), prompt_tokens=int(prompt_tokens[i]),
-                    output_tokens=int(output_tokens[i])) for i in range(len(arrival_s))]
+                    output_tokens=int(output_tokens[i]),
+                    block_hashes=block_hashes[i] if block_hashes is not None else ())
+            for i in range(len(arrival_s))]
     cluster.submit(reqs)
     cluster.drain()
     return cluster.results()
@@ -98,9 +101,31 @@ def _pcts(x: np.ndarray) -> dict[str, float | None]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(x.mean())}
 
 
+def prefix_cache_report(real: dict[str, np.ndarray], sim: dict[str, np.ndarray] | None,
+                        engine_prefix: dict[str, Any] | None, hit_bound: float | None) -> dict[str, Any]:
+    """Prefix-cache hit rates side by side (token-weighted; None where a side does not report one):
+    the engine's ``/metrics`` counters, the engine's per-response ``cached_tokens``, the simulator's
+    per-request ``cached_tokens`` column (when it has one), and the workload's infinite-cache bound."""
+    ok = ~np.asarray(real["rejected"], dtype=bool)
+    cached = np.asarray(real.get("cached_tokens_reported", np.full(ok.size, -1)))[ok]
+    prompt = np.asarray(real.get("prompt_tokens_reported", np.full(ok.size, -1)))[ok]
+    has = (cached >= 0) & (prompt > 0)
+    usage_rate = float(cached[has].sum() / prompt[has].sum()) if has.any() else None
+    sim_rate = None
+    if sim is not None and "cached_tokens" in sim:
+        sim_ok = ~np.asarray(sim["rejected"], dtype=bool)
+        tot = np.asarray(sim["prompt_tokens"])[sim_ok].sum()
+        sim_rate = float(np.asarray(sim["cached_tokens"])[sim_ok].sum() / tot) if tot else None
+    return {"engine_metrics": (engine_prefix or {}).get("hit_rate"), "engine_usage": usage_rate,
+            "engine_usage_requests": int(has.sum()), "sim": sim_rate, "trace_hit_bound": hit_bound,
+            "engine_counters": engine_prefix}
+
+
 def compare(real: dict[str, np.ndarray], sim: dict[str, np.ndarray] | None,
-            real_itl_s: np.ndarray | None = None) -> dict[str, Any]:
-    """Metric-by-metric comparison (JSON-ready). ``sim=None`` reports the real side only."""
+            real_itl_s: np.ndarray | None = None, *, engine_prefix: dict[str, Any] | None = None,
+            hit_bound: float | None = None) -> dict[str, Any]:
+    """Metric-by-metric comparison (JSON-ready). ``sim=None`` reports the real side only.
+    ``engine_prefix`` / ``hit_bound`` add the prefix-cache hit rates (`prefix_cache_report`)."""
 
     ok = ~np.asarray(real["rejected"], dtype=bool)
     out: dict[str, Any] = {"requests": int(ok.size), "failed": int((~ok).sum()), "metrics": {}}
@@ -126,6 +151,7 @@ def compare(real: dict[str, np.ndarray], sim: dict[str, np.ndarray] | None,
     wait = _finite(np.asarray(real.get("client_wait_s", np.zeros(0)))[ok]) if "client_wait_s" in real \
         else np.zeros(0)
     out["client_wait"] = _pcts(wait)
+    out["prefix_cache"] = prefix_cache_report(real, sim, engine_prefix, hit_bound)
     return out
 
 
@@ -163,6 +189,17 @@ def render(report: dict[str, Any], console: Any = None) -> None:
     msg = f"{report['requests']} requests, {report['failed']} failed"
     if "sim_rejected" in report:
         msg += f"; simulator rejected {report['sim_rejected']}"
+    pc = report.get("prefix_cache") or {}
+    rates = [(label, pc.get(key)) for label, key in (("engine /metrics", "engine_metrics"),
+                                                      ("engine usage.cached_tokens", "engine_usage"),
+                                                      ("simulator", "sim"),
+                                                      ("workload infinite-cache bound", "trace_hit_bound"))]
+    if any(v is not None for _, v in rates):
+        ptable = Table(title="prefix-cache hit rate (token-weighted)")
+        for label, _ in rates:
+            ptable.add_column(label, justify="right")
+        ptable.add_row(*[f(v, 3) if v is not None else "-" for _, v in rates])
+        console.print(ptable)
     cw = report.get("client_wait", {})
     if cw.get("p99") is not None:
         msg += f"; client-side wait p99 {f(cw['p99'])} s (raise --concurrency if large)"

@@ -100,6 +100,8 @@ class ReplayResult:
     wall_s: float
     clipped: dict[str, int] = field(default_factory=dict)
     """How many prompts / outputs were clipped by the config's limits."""
+    engine_prefix: dict[str, Any] | None = None
+    """The engine's prefix-cache counters over the run (``engine_metrics.hit_rate_delta``), or None."""
 
     def __len__(self) -> int:
         return int(self.records["req_id"].shape[0])
@@ -134,12 +136,14 @@ def _api_key() -> str:
 
 async def _replay_async(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output_tokens: np.ndarray,
                         cfg: ReplayConfig, on_done: Callable[[], None] | None,
-                        client: Any = None) -> tuple[list[dict[str, Any]], list[float], float]:
+                        client: Any = None, prompts: list[str] | None = None
+                        ) -> tuple[list[dict[str, Any]], list[float], float]:
     from openai import AsyncOpenAI
 
     n = arrival_s.shape[0]
-    rng = np.random.default_rng(cfg.seed)
-    prompts = [make_prompt(int(prompt_tokens[i]), i, rng) for i in range(n)]
+    if prompts is None:
+        rng = np.random.default_rng(cfg.seed)
+        prompts = [make_prompt(int(prompt_tokens[i]), i, rng) for i in range(n)]
     own_client = client is None
     if own_client:
         import httpx
@@ -181,7 +185,7 @@ async def _replay_async(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output
         row.update(req_id=i, arrival_s=due - t0, prompt_tokens=int(prompt_tokens[i]),
                    output_tokens=int(output_tokens[i]))
         times: list[float] = []
-        usage_out = usage_in = None
+        usage_out = usage_in = usage_cached = None
         error = None
         async with sem:
             sent = clock()
@@ -209,6 +213,8 @@ async def _replay_async(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output
                     if usage is not None:
                         usage_out = usage.completion_tokens
                         usage_in = usage.prompt_tokens
+                        details = getattr(usage, "prompt_tokens_details", None)
+                        usage_cached = getattr(details, "cached_tokens", None) if details else None
             except Exception as exc:  # recorded per request; the run goes on
                 error = f"{type(exc).__name__}: {str(exc)[:300]}"
         if error is None and not times:
@@ -217,6 +223,7 @@ async def _replay_async(arrival_s: np.ndarray, prompt_tokens: np.ndarray, output
         row["chunks"] = len(times)
         row["generated_tokens"] = int(usage_out) if usage_out is not None else len(times)
         row["prompt_tokens_reported"] = int(usage_in) if usage_in is not None else -1
+        row["cached_tokens_reported"] = int(usage_cached) if usage_cached is not None else -1
         if times:
             d = np.diff(np.asarray(times))
             gaps.extend(d.tolist())
@@ -260,6 +267,7 @@ def _records(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
         "generated_tokens": col("generated_tokens", 0, np.int64),
         "chunks": col("chunks", 0, np.int64),
         "prompt_tokens_reported": col("prompt_tokens_reported", -1, np.int64),
+        "cached_tokens_reported": col("cached_tokens_reported", -1, np.int64),
     }
     out["ttft_s"] = out["first_token_s"] - out["arrival_s"]
     out["e2e_s"] = out["completion_s"] - out["arrival_s"]
@@ -295,9 +303,26 @@ def prepare_workload(arrival_s: Any, prompt_tokens: Any, output_tokens: Any,
 
 
 def run_replay(arrival_s: Any, prompt_tokens: Any, output_tokens: Any, cfg: ReplayConfig, *,
-               on_done: Callable[[], None] | None = None, client: Any = None) -> ReplayResult:
-    """Replay the workload (see the module docstring); blocks until every request ended."""
+               on_done: Callable[[], None] | None = None, client: Any = None,
+               prompts: list[str] | None = None, engine_metrics: bool = True) -> ReplayResult:
+    """Replay the workload (see the module docstring); blocks until every request ended.
+
+    ``prompts``: the text of each request in arrival order (e.g. from hash chains,
+    ``inferencegym.workload.prompt_text.workload_prompts``); default: unique word salad.
+    ``engine_metrics``: read the engine's prefix-cache counters (``/metrics``) before and after.
+    """
+    from .engine_metrics import hit_rate_delta, metrics_url, read_prefix_counters
+
     a, p, o, clipped = prepare_workload(arrival_s, prompt_tokens, output_tokens, cfg)
-    rows, gaps, wall = asyncio.run(_replay_async(a, p, o, cfg, on_done, client))
+    if prompts is not None:  # same order as prepare_workload: stable by arrival, first max_requests
+        if len(prompts) != np.asarray(arrival_s).size:
+            raise ValueError(f"{len(prompts)} prompts for {np.asarray(arrival_s).size} requests")
+        order = np.argsort(np.asarray(arrival_s, dtype=float), kind="stable")[: cfg.max_requests]
+        prompts = [prompts[i] for i in order.tolist()]
+    url = metrics_url(cfg.endpoint)
+    before = read_prefix_counters(url) if engine_metrics else None
+    rows, gaps, wall = asyncio.run(_replay_async(a, p, o, cfg, on_done, client, prompts))
+    after = read_prefix_counters(url) if before is not None else None
     return ReplayResult(records=_records(rows), itl_s=np.asarray(gaps, dtype=float),
-                        config=cfg.to_dict(), wall_s=wall, clipped=clipped)
+                        config=cfg.to_dict(), wall_s=wall, clipped=clipped,
+                        engine_prefix=hit_rate_delta(before, after))
