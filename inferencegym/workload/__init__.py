@@ -14,7 +14,8 @@ need them.
 
 from .adversarial import inject_mega_prompts, jitter, mega_prompt_mask
 from .fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate, length_sampler
-from .loaders import FORMATS, TraceFormatError, detect_format, load_any, load_trace
+from .loaders import FORMATS, TraceFormatError, detect_format
+from .sources import load_any, load_trace
 from .hashchain import HashChainError, sim_block_hashes
 from .pool import pool_metadata, prepare, read_pool, write_pool
 from .prefix_gen import (PREFIX_FITS, PrefixWorkloadSpec, default_prefix_spec, generate_prefix_mix,

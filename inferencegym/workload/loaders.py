@@ -19,7 +19,11 @@ from typing import Iterator
 
 import numpy as np
 
+from .prefix_loaders import detect_prefix_format
 from .trace import Workload
+
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+"""File suffixes read as JSONL traces (prefix-sharing formats)."""
 
 __all__ = ["TraceFormatError", "FORMATS", "load_trace", "iter_trace_batches", "detect_format",
            "TraceBatch", "load_any"]
@@ -84,9 +88,7 @@ def _read_header(path: Path) -> list[str]:
 def detect_format(path: str | Path) -> str:
     """Guess the format of a CSV trace from its header names."""
     path = Path(path)
-    if path.suffix.lower() in _JSONL_SUFFIXES:
-        from .prefix_loaders import detect_prefix_format
-
+    if path.suffix.lower() in JSONL_SUFFIXES:
         return detect_prefix_format(path)
     have = {_norm(h) for h in _read_header(path)}
     for name, fmt in FORMATS.items():
@@ -341,43 +343,15 @@ def _batches_to_workload(batches, path: Path, format: str, sort: bool) -> Worklo
                                 source=f"{Path(path).name} ({format})", sort=sort)
 
 
-_JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
-
-
-def _is_prefix_format(path: Path, format: str) -> bool:
-    from .prefix_loaders import PREFIX_FORMATS
-
-    return format in PREFIX_FORMATS or (format == "auto" and path.suffix.lower() in _JSONL_SUFFIXES)
-
-
-def load_trace(path: str | Path, format: str = "auto", *, keep_failed: bool = False,
-               sort: bool = False, trace_block_tokens: int | None = None, spread_tick_s: float = 0.0,
-               seed: int = 0) -> Workload:
-    """Load a CSV trace into a `Workload`, sorted by arrival.
+def load_csv_trace(path: str | Path, format: str = "auto", *, keep_failed: bool = False,
+                   sort: bool = False) -> Workload:
+    """Load a CSV trace (``burstgpt``, ``azure``, ``replay`` or ``auto`` by header) into a `Workload`.
 
     BurstGPT and Azure times are rebased so the first row of the file is at 0 s; replay-format
-    times are simulator seconds and are kept as given.
-
-    Args:
-        path: the CSV file.
-        format: ``"burstgpt"``, ``"azure"``, ``"replay"``, ``"mooncake"``, ``"bailian"`` (JSONL
-            with hash chains, `inferencegym.workload.prefix_loaders`), ``"pool"`` (a Parquet pool
-            from `prepare`) or ``"auto"`` (a pool by its .parquet suffix, JSONL by .jsonl, else
-            guessed from the CSV header).
-        keep_failed: keep failed rows (0 output tokens) as failures instead of dropping them.
-        sort: sort rows by time instead of rejecting a file whose timestamps go backwards.
-        trace_block_tokens, spread_tick_s, seed: JSONL formats only (tokens per hash id; spread
-            each arrival over ``U[0, spread_tick_s)`` with a Generator seeded by ``seed``).
+    times are simulator seconds and are kept as given. ``sort`` sorts rows by time instead of
+    rejecting a file whose timestamps go backwards. Any source (JSONL, pools): `sources.load_trace`.
     """
     path = Path(path)
-    if _is_prefix_format(path, format):
-        from .prefix_loaders import load_prefix_trace
-
-        return load_prefix_trace(path, format, trace_block_tokens=trace_block_tokens,
-                                 spread_tick_s=spread_tick_s, seed=seed, keep_failed=keep_failed, sort=sort)
-    if format == "pool" or (format == "auto" and path.suffix.lower() in (".parquet", ".pq")):
-        from .pool import read_pool
-        return read_pool(path, drop_failed=not keep_failed)
     if format == "auto":
         format = detect_format(path)
     if not sort:
@@ -386,14 +360,3 @@ def load_trace(path: str | Path, format: str = "auto", *, keep_failed: bool = Fa
     # sorting: read every block without the order check, then sort
     return _batches_to_workload(iter_trace_batches(path, format, keep_failed=keep_failed,
                                                    check_order=False), path, format, sort=True)
-
-
-def load_any(path: str | Path, format: str = "auto", *, keep_failed: bool = False,
-             **prefix_options) -> Workload:
-    """A trace CSV or JSONL (any format) or a Parquet pool, by file extension. ``prefix_options``
-    (``trace_block_tokens``, ``spread_tick_s``, ``seed``) apply to JSONL traces."""
-    path = Path(path)
-    if path.suffix.lower() in (".parquet", ".pq"):
-        from .pool import read_pool
-        return read_pool(path)
-    return load_trace(path, format, keep_failed=keep_failed, **prefix_options)

@@ -38,7 +38,9 @@ from typing import Callable
 import numpy as np
 
 from .fit import _umask
-from .loaders import FORMATS, detect_format, iter_trace_batches
+from .loaders import FORMATS, detect_format, iter_trace_batches, load_csv_trace
+from .prefix_loaders import PREFIX_FORMATS, load_prefix_trace
+from .stats import trace_stats
 from .trace import Workload
 
 __all__ = ["prepare", "write_pool", "read_pool", "pool_metadata", "POOL_SCHEMA_VERSION", "META_KEY"]
@@ -135,7 +137,6 @@ def _json_safe(x):
 
 def write_pool(w: Workload, path: str | Path, *, source: dict | None = None) -> Path:
     """Write a workload as a Parquet pool (atomically), statistics in the metadata."""
-    from .stats import trace_stats
 
     import pyarrow as pa
 
@@ -175,19 +176,13 @@ def prepare(input_path: str | Path, output_path: str | Path, format: str = "auto
     (not streamed). JSONL traces (``mooncake``, ``bailian``) are parsed whole and keep their hash
     chains; ``prefix_options`` (``trace_block_tokens``, ``spread_tick_s``, ``seed``) go to their loader.
     """
-    from .stats import trace_stats
-
-    from .prefix_loaders import PREFIX_FORMATS
-
     input_path, output_path = Path(input_path), Path(output_path)
     if format == "auto":
         format = detect_format(input_path)
     if format in PREFIX_FORMATS:  # JSONL with hash chains: parsed whole by pyarrow.json, then written
-        from .loaders import load_trace
-
         if input_path.resolve() == output_path.resolve():
             raise ValueError(f"prepare: output {output_path} would overwrite the input")
-        w_all = load_trace(input_path, format, keep_failed=True, sort=sort, **(prefix_options or {}))
+        w_all = load_prefix_trace(input_path, format, keep_failed=True, sort=sort, **(prefix_options or {}))
         w = w_all if keep_failed else w_all.drop_failed()
         write_pool(w, output_path, source={"file": input_path.name, "format": format,
                                            "size_bytes": input_path.stat().st_size,
@@ -203,9 +198,7 @@ def prepare(input_path: str | Path, output_path: str | Path, format: str = "auto
         raise ValueError(f"prepare: output {output_path} would overwrite the input")
     total = input_path.stat().st_size if input_path.exists() else 0
     if sort:
-        from .loaders import load_trace
-
-        w = load_trace(input_path, format, keep_failed=keep_failed, sort=True)
+        w = load_csv_trace(input_path, format, keep_failed=keep_failed, sort=True)
         rows_in_file = sum(b.rows_in_file for b in iter_trace_batches(
             input_path, format, keep_failed=True, check_order=False, block_size=block_size))
         src = {"file": input_path.name, "format": format, "size_bytes": total,

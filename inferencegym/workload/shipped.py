@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .fit import DEFAULT_FITS, FITS_DIR, fit_workload
-from .loaders import load_trace
+from .sources import load_trace
 
 SOURCES = {"azure_conv": "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
            "azure_code": "traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"}
