@@ -18,7 +18,7 @@ from inferencegym.server.app import build_app
 
 @pytest.fixture(scope="module")
 def server_url():
-    with live_server(build_app(max_sessions=8, idle_timeout_s=600)) as url:
+    with live_server(build_app(max_sessions=8, max_sessions_per_client=8, idle_timeout_s=600)) as url:
         yield url
 
 
@@ -34,7 +34,7 @@ def _operations(server_url):
 def test_no_server_errors_on_schema_generated_requests():
     from hypothesis import given
 
-    with live_server(build_app(max_sessions=32, idle_timeout_s=600)) as server_url:
+    with live_server(build_app(max_sessions=32, max_sessions_per_client=32, idle_timeout_s=600)) as server_url:
         _fuzz_schema(server_url, given)
 
 

@@ -58,7 +58,6 @@ from inferencegym.server.sessions import SessionLimitError, SessionStore, Unknow
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_MAX_SESSIONS = 64
-DEFAULT_MAX_SESSIONS_PER_CLIENT = 8
 MAX_GRADER_ACTIONS = 1000
 """Longest action list ``/grader`` accepts (the longest episode has 200 windows)."""
 DEFAULT_IDLE_TIMEOUT_S = 600.0
@@ -242,14 +241,14 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
     Args:
         max_sessions: live HTTP sessions at most (the WebSocket route has the same bound, separately).
         idle_timeout_s: an HTTP or WebSocket-less session unused this long is closed.
-        max_sessions_per_client: live sessions one client address may hold (default
-            ``min(8, max_sessions)``).
+        max_sessions_per_client: live sessions one client address may hold (default: half of
+            ``max_sessions``, at least 1), so one client cannot take every slot.
         limits: body size, allowed Host names, API-key variable, metrics (see
             :class:`~inferencegym.server.security.HTTPLimits`; docs/threat_model.md).
     """
     limits = limits or HTTPLimits()
     if max_sessions_per_client is None:
-        max_sessions_per_client = min(DEFAULT_MAX_SESSIONS_PER_CLIENT, max_sessions)
+        max_sessions_per_client = max(1, max_sessions // 2)
     app = create_app(
         InferenceGymEnvironment, InferenceGymAction, InferenceGymObservation,
         env_name=ENV_NAME,
