@@ -162,7 +162,8 @@ def test_reset_with_empty_body_and_no_body(http):
     ("/reset", {"seed": "abc"}, "seed"),
     ("/reset", {"task_id": "no_such_task"}, "static_workload"),
     ("/reset", {"tsak_id": "static_workload"}, "tsak_id"),
-    ("/grader", {"task_id": "static_workload", "episode_log": {"windows": "x"}}, "EpisodeLog"),
+    ("/grader", {"task_id": "static_workload", "episode_log": {"windows": "x"}}, "seed and actions"),
+    ("/grader", {"task_id": "static_workload", "seed": 0, "actions": [{"batch_cap": "64"}]}, "batch_cap"),
 ])
 def test_schema_violations_get_422_with_the_reason(http, path, body, needle):
     r = http.post(path, json=body)

@@ -85,17 +85,18 @@ class SessionStore:
         """A new session with a fresh environment, held by ``owner`` (the client's address)."""
         self.expire_idle()
         with self._lock:
-            held = sum(1 for o in self._owners.values() if o == owner)
-            if held >= self.max_per_client:
-                raise SessionLimitError(
-                    f"per-client session limit reached: this client holds {held} sessions (max "
-                    f"{self.max_per_client}). Reuse one by passing its session_id to /reset, or "
-                    f"close one with DELETE /sessions/{{session_id}}")
             if len(self._sessions) >= self.max_sessions:
                 raise SessionLimitError(
                     f"session limit reached: {len(self._sessions)} active sessions (max "
                     f"{self.max_sessions}). Close one with DELETE /sessions/{{session_id}}, reuse one "
                     f"by passing its session_id to /reset, or wait: idle sessions expire after "
+                    f"{self.idle_timeout_s:g} s")
+            held = sum(1 for o in self._owners.values() if o == owner)
+            if held >= self.max_per_client:
+                raise SessionLimitError(
+                    f"per-client session limit reached: this client holds {held} sessions (max "
+                    f"{self.max_per_client}). Reuse one by passing its session_id to /reset, or "
+                    f"close one with DELETE /sessions/{{session_id}}; idle sessions expire after "
                     f"{self.idle_timeout_s:g} s")
             sid = secrets.token_hex(16)
             now = self._clock()
