@@ -257,7 +257,12 @@ class ServedPolicy:
         from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
         from ray.rllib.core.rl_module.rl_module import RLModule
 
-        loaded = RLModule.from_checkpoint(str(ckpt))
+        try:
+            loaded = RLModule.from_checkpoint(str(ckpt))
+        except Exception as exc:  # junk or foreign file: unpickling, missing state, wrong format
+            raise ValueError(f"checkpoint {ckpt} could not be loaded as an RLModule "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); give a "
+                             f"directory written by training") from None
         if isinstance(loaded, MultiRLModule):
             module, module_id = _pick_module(loaded, module_id)
         else:
