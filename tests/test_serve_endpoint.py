@@ -221,7 +221,7 @@ def test_non_finite_huge_and_oversized_inputs_are_refused_cleanly(endpoint):
             assert len(r.content) < 2000, name  # never echoes the input back whole
         assert "overflows float32" in c.post(f"{url}/act", content=bodies["float32_overflow"].encode(),
                                              headers={"content-type": "application/json"}).text
-        big = b'{"observations": [' + b",".join([b"[" + b"0.5," * (D - 1) + b"0.5]"] * 40000) + b"]}"
+        big = b'{"observations": [' + b",".join([b"[" + b"0.5," * (D - 1) + b"0.5]"] * 50000) + b"]}"
         assert len(big) > 4_000_000
         r = c.post(f"{url}/act", content=big, headers={"content-type": "application/json"})
         assert r.status_code == 413 and len(r.content) < 2000
@@ -232,3 +232,39 @@ def test_non_finite_huge_and_oversized_inputs_are_refused_cleanly(endpoint):
         assert c.post(f"{url}/act", json={"observation": [0.0] * D}).status_code == 200
         m = c.get(f"{url}/metrics")
         assert m.status_code == 200 and "inferencegym_serve_http_requests_total" in m.text
+
+
+def test_schema_fuzz_of_the_serve_endpoint_never_5xx(endpoint):
+    """schemathesis over the endpoint's own OpenAPI schema, plus one leaf of each generated body
+    replaced by NaN, +-Infinity, 1e400, a 401-digit integer or 1e39: never a 5xx."""
+    import copy
+    import json
+
+    import httpx
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    url = endpoint[0]
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    ops = [r.ok() for r in schema.get_all_operations()]
+    assert "POST /act" in {f"{op.method.upper()} {op.path}" for op in ops}
+    lits = ("NaN", "Infinity", "-Infinity", "1e400", "9" * 401, "1e39")
+    with httpx.Client(base_url=url, timeout=60) as c:
+        for op in ops:
+            @settings(max_examples=20, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+            @given(case=op.as_strategy(), lit=st.sampled_from(lits))
+            def check(case, lit):
+                r = case.call(base_url=url, timeout=60)
+                assert r.status_code < 500, f"{case.method} {case.formatted_path}: {r.status_code} {r.text[:300]}"
+                if case.method.upper() == "POST":
+                    body = copy.deepcopy(case.body) if isinstance(case.body, dict) else {"observation": 0}
+                    key = next(iter(body), "observation")
+                    body[key] = [0.5, "__LIT__"] if key in ("observation", "observations") else "__LIT__"
+                    text = json.dumps(body).replace('"__LIT__"', lit)
+                    r = c.post(case.formatted_path, content=text.encode(),
+                               headers={"content-type": "application/json"})
+                    assert r.status_code < 500, f"{text[:200]} -> {r.status_code}: {r.text[:300]}"
+
+            check()
