@@ -105,3 +105,26 @@ class ToyClusterEnv(MultiAgentEnv):
         if done:
             info["router"] = {"grade/score": float(1.0 / (1.0 + self.q.max()))}
         return obs, rew, {"__all__": False}, {"__all__": done}, info
+
+
+class FailOnceEnv(ToySingleEnv):
+    """``ToySingleEnv`` that raises once, mid-episode, in the whole run (fault-tolerance test).
+
+    ``config["marker"]``: a file path; the first env to reach step ``fail_at_step`` while the file
+    does not exist creates it and raises. The marker lives on disk, so a recreated env (another
+    instance, possibly in another process) does not fail again."""
+
+    def __init__(self, config=None):
+        config = dict(config or {})
+        super().__init__(config)
+        self.marker = config["marker"]
+        self.fail_at_step = int(config.get("fail_at_step", 7))
+
+    def step(self, action):
+        import os
+
+        if self.t + 1 == self.fail_at_step and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write("failed once\n")
+            raise RuntimeError("FailOnceEnv: injected failure mid-episode")
+        return super().step(action)

@@ -103,7 +103,7 @@ def test_grade_is_absolute_and_bounded():
     assert perfect.score == pytest.approx(1.0)
     nothing = grade("static_workload", _log("static_workload", [1000.0], [0.0], 0.0, usd, 0.0))
     assert nothing.slo_share == 0.0 and nothing.cost_score == 0.0
-    assert nothing.score == pytest.approx(g.w_quality)
+    assert nothing.score == 0.0  # serving nothing earns nothing (the quality term scales with service)
     half = grade("static_workload", _log("static_workload", [1000.0], [500.0], 500.0, usd, 0.0))
     assert nothing.score < half.score < perfect.score
     int4 = grade("static_workload", _log("static_workload", [1000.0], [1000.0], 1000.0, usd, g.quality_bad_delta))

@@ -12,7 +12,7 @@ import pytest
 from inferencegym.envs import ServeAction, list_tasks
 from inferencegym.evaluation.single import evaluate_policy, run_episode
 from inferencegym.envs.serve_env import LLMServeEnv
-from inferencegym.policies import get_policy, list_policies
+from inferencegym.policies import is_privileged, get_policy, list_policies
 
 SINGLE = [t.task_id for t in list_tasks(kind="single")]
 BASELINES = ["random", "static_default", "heuristic", "best_static", "clairvoyant"]
@@ -32,7 +32,7 @@ def test_registry_lists_baselines_and_rejects_unknown():
 @pytest.mark.parametrize("name", BASELINES)
 def test_every_baseline_acts_validly(task_id, name):
     pol = get_policy(name, task_id)
-    env = LLMServeEnv(task_id, episode_windows=12)
+    env = LLMServeEnv(task_id, episode_windows=12, privileged=is_privileged(name))
     ep = run_episode(env, pol, seed=0)
     assert ep.steps == 12 and 0.0 <= ep.score <= 1.0
 

@@ -197,3 +197,74 @@ def test_wrong_task_is_refused(endpoint):
     from inferencegym.policies import get_policy
 
     assert isinstance(get_policy(endpoint[0], TASK), HTTPPolicy)
+
+
+# -- issue 17: non-finite numbers, huge integers, float32 overflow, oversized bodies, metrics --------
+def test_non_finite_huge_and_oversized_inputs_are_refused_cleanly(endpoint):
+    import httpx
+
+    url, _, _ = endpoint
+    (D,) = _env_spaces()[0].shape
+    rest = ", ".join(["0.5"] * (D - 1))
+    bodies = {
+        "nan": f'{{"observation": [NaN, {rest}]}}',
+        "inf": f'{{"observation": [Infinity, {rest}]}}',
+        "huge_int": f'{{"observation": [{"9" * 401}, {rest}]}}',
+        "float32_overflow": f'{{"observation": [1e39, {rest}]}}',
+        "nan_in_extra_field": '{"observation": [0.0], "x": NaN}',
+        "huge_int_extra_field": '{"observations": [[0.0]], "y": ' + "9" * 401 + "}",
+    }
+    with httpx.Client(timeout=60) as c:
+        for name, body in bodies.items():
+            r = c.post(f"{url}/act", content=body.encode(), headers={"content-type": "application/json"})
+            assert r.status_code == 422, (name, r.status_code, r.text[:300])
+            assert len(r.content) < 2000, name  # never echoes the input back whole
+        assert "overflows float32" in c.post(f"{url}/act", content=bodies["float32_overflow"].encode(),
+                                             headers={"content-type": "application/json"}).text
+        big = b'{"observations": [' + b",".join([b"[" + b"0.5," * (D - 1) + b"0.5]"] * 50000) + b"]}"
+        assert len(big) > 4_000_000
+        r = c.post(f"{url}/act", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and len(r.content) < 2000
+        # a lying (chunked, no Content-Length) upload is counted as it streams
+        r = c.post(f"{url}/act", content=iter([big[i:i + 65536] for i in range(0, len(big), 65536)]),
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        assert c.post(f"{url}/act", json={"observation": [0.0] * D}).status_code == 200
+        m = c.get(f"{url}/metrics")
+        assert m.status_code == 200 and "inferencegym_serve_http_requests_total" in m.text
+
+
+def test_schema_fuzz_of_the_serve_endpoint_never_5xx(endpoint):
+    """schemathesis over the endpoint's own OpenAPI schema, plus one leaf of each generated body
+    replaced by NaN, +-Infinity, 1e400, a 401-digit integer or 1e39: never a 5xx."""
+    import copy
+    import json
+
+    import httpx
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    url = endpoint[0]
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    ops = [r.ok() for r in schema.get_all_operations()]
+    assert "POST /act" in {f"{op.method.upper()} {op.path}" for op in ops}
+    lits = ("NaN", "Infinity", "-Infinity", "1e400", "9" * 401, "1e39")
+    with httpx.Client(base_url=url, timeout=60) as c:
+        for op in ops:
+            @settings(max_examples=20, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+            @given(case=op.as_strategy(), lit=st.sampled_from(lits))
+            def check(case, lit):
+                r = case.call(base_url=url, timeout=60)
+                assert r.status_code < 500, f"{case.method} {case.formatted_path}: {r.status_code} {r.text[:300]}"
+                if case.method.upper() == "POST":
+                    body = copy.deepcopy(case.body) if isinstance(case.body, dict) else {"observation": 0}
+                    key = next(iter(body), "observation")
+                    body[key] = [0.5, "__LIT__"] if key in ("observation", "observations") else "__LIT__"
+                    text = json.dumps(body).replace('"__LIT__"', lit)
+                    r = c.post(case.formatted_path, content=text.encode(),
+                               headers={"content-type": "application/json"})
+                    assert r.status_code < 500, f"{text[:200]} -> {r.status_code}: {r.text[:300]}"
+
+            check()

@@ -1,4 +1,5 @@
-"""Fuzz the OpenEnv server's HTTP API from its own OpenAPI schema (schemathesis): no 5xx, ever.
+"""Fuzz the OpenEnv server's HTTP API from its own OpenAPI schema (schemathesis): no 5xx, ever,
+also with non-finite literals, huge integers and oversized bodies (issue 17).
 
 Real HTTP against uvicorn on 127.0.0.1. Bounded: a few dozen examples per operation.
 ``/baseline`` is left out (a valid request legitimately runs whole episodes: slow, not fuzzable in
@@ -18,7 +19,7 @@ from inferencegym.apps.env_server.app import build_app
 
 @pytest.fixture(scope="module")
 def server_url():
-    with live_server(build_app(max_sessions=8, idle_timeout_s=600)) as url:
+    with live_server(build_app(max_sessions=8, max_sessions_per_client=8, idle_timeout_s=600)) as url:
         yield url
 
 
@@ -34,7 +35,7 @@ def _operations(server_url):
 def test_no_server_errors_on_schema_generated_requests():
     from hypothesis import given
 
-    with live_server(build_app(max_sessions=32, idle_timeout_s=600)) as server_url:
+    with live_server(build_app(max_sessions=32, max_sessions_per_client=32, idle_timeout_s=600)) as server_url:
         _fuzz_schema(server_url, given)
 
 
@@ -82,3 +83,83 @@ def test_arbitrary_json_bodies_never_5xx(server_url, path):
                 c.delete(f"/sessions/{r.json()['session_id']}")
 
         check()
+
+
+# -- issue 17: non-finite literals, huge integers and oversized bodies on every POST route ------------
+BAD_LITERALS = ("NaN", "Infinity", "-Infinity", "1e400", "-1e400", "9" * 401, "-" + "9" * 401, "1e39")
+_MARK = "__BAD_LITERAL__"
+
+
+def _poison(value, path_choice: int):
+    """Replace one leaf of a JSON value (chosen by ``path_choice``) with the marker string."""
+    leaves = []
+
+    def walk(v, setter):
+        if isinstance(v, dict):
+            for k in list(v):
+                walk(v[k], lambda x, k=k, v=v: v.__setitem__(k, x))
+        elif isinstance(v, list):
+            for i in range(len(v)):
+                walk(v[i], lambda x, i=i, v=v: v.__setitem__(i, x))
+        else:
+            leaves.append(setter)
+
+    walk(value, None)
+    leaves = [s for s in leaves if s is not None]
+    if not leaves:
+        return None
+    leaves[path_choice % len(leaves)](_MARK)
+    return value
+
+
+def test_schema_bodies_with_non_finite_and_huge_literals_never_5xx():
+    """Schema-generated bodies of every POST route with one leaf replaced by NaN, +-Infinity,
+    1e400, a 401-digit integer or 1e39 (the raw JSON text, as a hostile client sends it): 4xx with
+    a JSON reason, never 5xx, and the keep-alive connection keeps working."""
+    import copy
+    import json
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    with live_server(build_app(max_sessions=32, max_sessions_per_client=32, idle_timeout_s=600)) as url, \
+            httpx.Client(base_url=url, timeout=60) as c:
+        ops = [op for op in _operations(url) if op.method.upper() == "POST"]
+        assert {"/reset", "/step", "/grader", "/suggest"} <= {op.path for op in ops}
+        sid = c.post("/reset", json={"seed": 0}).json()["session_id"]
+        for op in ops:
+            @settings(max_examples=15, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+            @given(case=op.as_strategy(), lit=st.sampled_from(BAD_LITERALS), where=st.integers(0, 50))
+            def check(case, lit, where):
+                body = copy.deepcopy(case.body) if isinstance(case.body, (dict, list)) else {"seed": 0}
+                if isinstance(body, dict) and "session_id" in body:
+                    body["session_id"] = sid
+                poisoned = _poison(body, where) or {"seed": _MARK}
+                text = json.dumps(poisoned).replace(json.dumps(_MARK), lit)
+                path = case.formatted_path
+                r = c.post(path, content=text.encode(), headers={"content-type": "application/json"})
+                assert r.status_code < 500, f"POST {path} {text[:200]} -> {r.status_code}: {r.text[:300]}"
+                if r.status_code >= 400:
+                    r.json()  # a JSON reason (FastAPI's default handler used to fail to encode it)
+                    assert len(r.content) < 5000
+                if path == "/reset" and r.status_code == 200:
+                    c.delete(f"/sessions/{r.json()['session_id']}")
+
+            check()
+        assert c.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/reset", "/step", "/grader", "/suggest", "/inferencegym/task"])
+def test_oversized_bodies_are_413_never_5xx(server_url, path):
+    from inferencegym.apps.http_security import HTTPLimits
+
+    limit = HTTPLimits().max_body_bytes
+    body = b'{"x": "' + b"a" * (limit + 10) + b'"}'
+    with httpx.Client(base_url=server_url, timeout=60) as c:
+        r = c.post(path, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and len(r.content) < 1000
+        streamed = c.post(path, content=iter([body[i:i + 65536] for i in range(0, len(body), 65536)]),
+                          headers={"content-type": "application/json"})
+        assert streamed.status_code == 413
+        assert c.get("/health").status_code == 200

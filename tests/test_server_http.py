@@ -49,7 +49,7 @@ def in_process_episode(task_id: str, seed: int, steps: int | None = None):
 
 @pytest.fixture(scope="module")
 def server_url():
-    with live_server(build_app(max_sessions=16, idle_timeout_s=600)) as url:
+    with live_server(build_app(max_sessions=16, max_sessions_per_client=16, idle_timeout_s=600)) as url:
         yield url
 
 
@@ -162,7 +162,8 @@ def test_reset_with_empty_body_and_no_body(http):
     ("/reset", {"seed": "abc"}, "seed"),
     ("/reset", {"task_id": "no_such_task"}, "static_workload"),
     ("/reset", {"tsak_id": "static_workload"}, "tsak_id"),
-    ("/grader", {"task_id": "static_workload", "episode_log": {"windows": "x"}}, "EpisodeLog"),
+    ("/grader", {"task_id": "static_workload", "episode_log": {"windows": "x"}}, "seed and actions"),
+    ("/grader", {"task_id": "static_workload", "seed": 0, "actions": [{"batch_cap": "64"}]}, "batch_cap"),
 ])
 def test_schema_violations_get_422_with_the_reason(http, path, body, needle):
     r = http.post(path, json=body)
@@ -189,19 +190,21 @@ def test_unknown_session_is_404_and_invalid_action_leaves_state(http):
     assert http.get("/state", params={"session_id": sid}).status_code == 404
 
 
-def test_grader_accepts_a_posted_episode_log(http):
+def test_grader_replays_submitted_actions_and_refuses_posted_logs(http):
     env = gymnasium.make("InferenceGym/LLMServe-v0", task_id="static_workload")
     env.reset(seed=2)
     for i in range(30):
         env.step(action_at(i))
     log = env.unwrapped.episode_log()
     expected = float(grade("static_workload", log))
-    r = http.post("/grader", json={"task_id": "static_workload", "episode_log": log.model_dump(mode="json")})
+    actions = [action_at(i).model_dump() for i in range(30)]
+    r = http.post("/grader", json={"task_id": "static_workload", "seed": 2, "actions": actions})
     assert r.status_code == 200, r.text
-    assert r.json()["score"] == expected
-    # a log for another task is refused with the reason
-    r = http.post("/grader", json={"task_id": "bursty_workload", "episode_log": log.model_dump(mode="json")})
-    assert r.status_code == 422 and "static_workload" in r.text
+    assert r.json()["score"] == expected and r.json()["verified_by"] == "replay"
+    assert r.json()["done"] is False and r.json()["steps"] == 30
+    # a client-written log is never graded, however plausible
+    r = http.post("/grader", json={"task_id": "static_workload", "episode_log": log.model_dump(mode="json")})
+    assert r.status_code == 422 and "replays" in r.text
 
 
 def test_tasks_and_openenv_standard_endpoints(http):
@@ -294,7 +297,7 @@ def test_openenv_websocket_client(server_url):
 
 
 def test_session_limit_and_idle_expiry():
-    with live_server(build_app(max_sessions=2, idle_timeout_s=1.0)) as url, \
+    with live_server(build_app(max_sessions=2, max_sessions_per_client=2, idle_timeout_s=1.0)) as url, \
             httpx.Client(base_url=url, timeout=30) as c:
         s1 = c.post("/reset", json={}).json()["session_id"]
         c.post("/reset", json={})

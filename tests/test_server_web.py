@@ -48,7 +48,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_web_page_runs_steps_in_headless_chromium(tmp_path):
-    app = build_app(max_sessions=8)
+    app = build_app(max_sessions=8, max_sessions_per_client=8)
     steps_seen: list[str] = []
 
     @app.middleware("http")

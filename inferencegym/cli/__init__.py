@@ -45,6 +45,10 @@ for _name in _COMMAND_MODULES:
         raise
     _mod.register(app)
 
+# Every command: user errors as one line on stderr (exit 2), not a traceback (cli/errors.py).
+from inferencegym.cli.errors import install_error_boundary  # noqa: E402
+
+install_error_boundary(app)
 
 def main() -> None:
     app()

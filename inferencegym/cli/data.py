@@ -15,7 +15,7 @@ data_app = typer.Typer(help="Workload traces: prepare Parquet pools, fit, genera
 def _fail(exc: Exception) -> None:
     from rich.console import Console
 
-    Console(stderr=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
     raise typer.Exit(2)
 
 
@@ -65,8 +65,13 @@ def prepare_cmd(
     """Stream a CSV trace into a typed Parquet pool (statistics in the file metadata)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from inferencegym.cli.validation import check_output_path
     from inferencegym.workload.pool import prepare
 
+    check_output_path(output, inputs=[input])
+    # Written beside the output and renamed only on success: a trace that fails half-way leaves no
+    # pool behind (and never a half-written one).
+    partial = output.with_name(f".{output.stem}.partial{output.suffix}")
     try:
         with Progress(TextColumn("[bold]prepare[/bold] {task.description}"), BarColumn(), DownloadColumn(),
                       TimeRemainingColumn(), transient=True) as progress:
@@ -75,15 +80,32 @@ def prepare_cmd(
             def on_progress(done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total)
 
-            meta = prepare(input, output, format, keep_failed=keep_failed, sort=sort,
+            meta = prepare(input, partial, format, keep_failed=keep_failed, sort=sort,
                            on_progress=on_progress,
                            prefix_options={"trace_block_tokens": trace_block_tokens,
                                            "spread_tick_s": spread_tick_s, "seed": seed})
-    except (ValueError, FileNotFoundError) as exc:
+        if meta["source"]["rows_written"] == 0:
+            raise ValueError(f"{input}: no request left to write ({meta['source']['failed_dropped']} "
+                             f"failed rows dropped); pass --keep-failed to keep failed rows")
+        partial.replace(output)
+    except OverflowError as exc:
+        partial.unlink(missing_ok=True)
+        _fail(ValueError(f"{input}: timestamps out of range ({exc}); the time column must be "
+                         f"seconds (or the format's unit) from the start of the trace"))
+    except (ValueError, FileNotFoundError, ZeroDivisionError, IndexError) as exc:
+        partial.unlink(missing_ok=True)
         _fail(exc)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     s, src = meta["stats"], meta["source"]
+
+    def num(x, spec: str) -> str:  # one request, or equal timestamps: no rate / IAT statistics
+        return "-" if x is None else f"{x:{spec}}"
+
     typer.echo(f"wrote {output}: {src['rows_written']} requests ({src['failed_dropped']} failed rows dropped), "
-               f"span {s['span_s']:.1f} s, {s['rate_mean_per_s']:.4g} req/s, IAT CV {s['iat_cv']:.3g}")
+               f"span {num(s['span_s'], '.1f')} s, {num(s['rate_mean_per_s'], '.4g')} req/s, "
+               f"IAT CV {num(s['iat_cv'], '.3g')}")
 
 
 @data_app.command("fit")
@@ -105,10 +127,13 @@ def fit_cmd(
     the fit's ``source_stats.prefix``."""
     import dataclasses
 
+    from inferencegym.cli.validation import check_bins, check_output_path
     from inferencegym.workload.fit import fit_workload
 
+    check_output_path(output, inputs=[input])
     try:
         w = _load(input, format, trace_block_tokens=trace_block_tokens, spread_tick_s=spread_tick_s, seed=seed)
+        check_bins(w.span_s, bin_s)
         fit = fit_workload(w, bin_s=bin_s, source=input.name)
         ps = _prefix_rows(w, block_tokens)
         if ps is not None:
@@ -160,8 +185,12 @@ def generate_cmd(
 
     from inferencegym.workload.adversarial import inject_mega_prompts, jitter
     from inferencegym.workload.fit import DEFAULT_FITS, WorkloadFit, default_fit, generate
+    from inferencegym.cli.validation import OptionError, check_output_path
     from inferencegym.workload.pool import write_pool
 
+    if not (0 < duration_s <= 1e8):
+        raise OptionError(f"--duration-s must be in (0, 1e8] s, got {duration_s:g}")
+    check_output_path(output, inputs=[tenants, None if fit in DEFAULT_FITS else Path(fit)])
     try:
         rng = np.random.default_rng(seed)
         if tenants is not None:
@@ -284,10 +313,13 @@ def spikes_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Spike windows of a trace: start, end, peak rate, requests."""
+    from inferencegym.cli.validation import check_bins
     from inferencegym.workload.stats import detect_spikes
 
     try:
-        spikes = detect_spikes(_load(input, format), bin_s=bin_s, threshold=threshold,
+        w = _load(input, format)
+        check_bins(w.span_s, bin_s)
+        spikes = detect_spikes(w, bin_s=bin_s, threshold=threshold,
                                local_window_s=local_window_s)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)

@@ -44,9 +44,10 @@ def register(app: typer.Typer) -> None:
         # Fail fast, before Ray starts, on a spec or checkpoint that cannot load.
         try:
             ServedPolicy.from_spec(policy, task_id=task, module_id=module_id)
-        except ValueError as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
+        except (ValueError, FileNotFoundError) as exc:
+            from inferencegym.cli.errors import fail, one_line
+
+            fail(one_line(exc))
         with console.status(f"starting Ray Serve on {host}:{port} ..."):
             run_server(policy, task_id=task, module_id=module_id, host=host, port=port,
                        max_batch_size=max_batch_size, batch_wait_timeout_s=batch_wait_ms / 1000.0,

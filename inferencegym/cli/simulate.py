@@ -266,20 +266,23 @@ def register(app: typer.Typer) -> None:
         given = {k: v for k, v in locals().items() if k in DEFAULTS and v is not None}
         opts = dict(DEFAULTS)
         if config is not None:
-            import yaml
+            from inferencegym.cli.validation import read_yaml_mapping
 
-            if not config.is_file():
-                raise typer.BadParameter(f"config file not found: {config}")
-            data = yaml.safe_load(config.read_text()) or {}
-            if not isinstance(data, dict):
-                raise typer.BadParameter(f"{config}: expected a mapping of option names to values")
-            data = {k.replace("-", "_"): v for k, v in data.items()}
+            data = {str(k).replace("-", "_"): v for k, v in read_yaml_mapping(config).items()}
             unknown = set(data) - set(DEFAULTS)
             if unknown:
                 raise typer.BadParameter(f"{config}: unknown option(s) {sorted(unknown)}; "
                                          f"valid: {', '.join(sorted(DEFAULTS))}")
             opts.update(data)
         opts.update(given)
+        from inferencegym.cli.validation import check_output_path, validate_simulate_options
+
+        opts = validate_simulate_options(opts)  # types and ranges, before anything is allocated
+        if opts["trace"] and not Path(opts["trace"]).is_file():
+            raise typer.BadParameter(f"trace file not found: {opts['trace']}")
+        if opts["results_parquet"]:
+            check_output_path(Path(opts["results_parquet"]),
+                              inputs=[opts["trace"], config, opts["tenants"]])
         summary, _ = run_scenario(opts, progress=not json_out)
         if json_out:
             typer.echo(json.dumps(_clean(summary)))

@@ -115,13 +115,15 @@ def reward_components(raw: Mapping[str, float], *, cost_ref_usd_per_1k: float,
 
 def grade_term(*, good_tokens: Sequence[float], tenant_weights: Sequence[float],
                nominal_weighted_tokens: float, window_usd: float,
-               quality_delta: float, grader: Any) -> float:
+               quality_delta: float, grader: Any, served_share: float = 1.0) -> float:
     """The ``grade`` component of one window (see the module docstring).
 
     ``good_tokens``: output tokens per tenant of requests that completed in this window within both
     SLOs; ``nominal_weighted_tokens``: tenant-weighted output tokens the task offers per window on
     average (from its spec, never the realised episode); ``grader``: the task's ``GraderSpec``.
-    The SLO part is not clipped at 1: a window that drains a backlog earns what it serves."""
+    The SLO part is not clipped at 1: a window that drains a backlog earns what it serves.
+    ``served_share``: the window's produced over nominal output tokens, clipped to [0, 1]; it scales
+    the cost and quality parts as the grader's served share does."""
     good_w = float(sum(w * g for w, g in zip(tenant_weights, good_tokens)))
     slo_part = good_w / nominal_weighted_tokens if nominal_weighted_tokens > 0 else 1.0
     total_good = float(sum(good_tokens))
@@ -132,7 +134,8 @@ def grade_term(*, good_tokens: Sequence[float], tenant_weights: Sequence[float],
     else:
         cost_score = 0.0  # as the grader: no good tokens, no cost score
     quality_score = min(1.0, max(0.0, 1.0 - quality_delta / grader.quality_bad_delta))
-    return grader.w_slo * slo_part + grader.w_cost * cost_score + grader.w_quality * quality_score
+    served = min(1.0, max(0.0, float(served_share)))
+    return grader.w_slo * slo_part + served * (grader.w_cost * cost_score + grader.w_quality * quality_score)
 
 
 def total_reward(components: Mapping[str, float], config: RewardConfig) -> float:

@@ -156,9 +156,10 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
 
     ## Arguments
     ``gymnasium.make("InferenceGym/LLMServe-v0", task_id="static_workload", reward_config=None,
-    episode_windows=None)``: ``task_id`` a registered single-agent task (or a :class:`TaskSpec`),
-    ``reward_config`` a :class:`RewardConfig` (or dict of its fields), ``episode_windows`` overrides
-    the episode length.
+    episode_windows=None, privileged=False)``: ``task_id`` a registered single-agent task (or a
+    :class:`TaskSpec`), ``reward_config`` a :class:`RewardConfig` (or dict of its fields),
+    ``episode_windows`` overrides the episode length, ``privileged`` adds the ``oracle/*`` keys to
+    ``info`` (off by default; only for privileged reference policies).
 
     ## Curriculum
     ``env.set_curriculum(load_scale=1.0, burst_scale=1.0)`` scales the intensity of the workload
@@ -168,17 +169,19 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
     is exactly the unscaled env. The RLlib curriculum callback calls it on every env runner.
 
     ## Info
-    ``sim/<raw>`` raw window figures (:data:`RAW_KEYS`), ``reward/<name>`` components,
-    ``oracle/phase`` and ``oracle/next_*`` (the hidden workload phase and the next window's arrivals:
-    only the clairvoyant reference policy may use them), ``action`` (the applied ServeAction as a
-    dict) and ``grade/*`` on the last step.
+    ``sim/<raw>`` raw window figures (:data:`RAW_KEYS`), ``reward/<name>`` components, ``action``
+    (the applied ServeAction as a dict) and ``grade/*`` on the last step. Only with
+    ``privileged=True`` (set by the evaluation for privileged reference policies such as
+    ``clairvoyant``, never by an agent's env, the HTTP server or RLlib): ``oracle/phase`` and
+    ``oracle/next_*``, the hidden workload phase and the next window's arrivals.
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, task_id: str | TaskSpec = "static_workload", *,
                  reward_config: RewardConfig | dict | None = None,
-                 episode_windows: int | None = None, render_mode: str | None = None):
+                 episode_windows: int | None = None, render_mode: str | None = None,
+                 privileged: bool = False):
         task = get_task(task_id)
         if task.kind != "single":
             raise ValueError(f"task {task.task_id!r} is a {task.kind!r} task; LLMServeEnv runs "
@@ -196,8 +199,12 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             raise TypeError(f"reward_config must be a RewardConfig or dict, got {type(reward_config).__name__}")
         if render_mode is not None:
             raise ValueError(f"LLMServeEnv has no render modes, got render_mode={render_mode!r}")
+        if not isinstance(privileged, bool):
+            raise TypeError(f"privileged must be True or False, got {privileged!r}")
         self.task = task
         self.reward_config = reward_config
+        self.privileged = privileged
+        """Whether ``info`` carries the ``oracle/*`` keys (the hidden future; reference policies only)."""
         self.render_mode = None
         self.action_space = action_space()
         self.observation_space = spaces.Box(0.0, np.inf, shape=(len(OBS_FEATURES),), dtype=np.float32)
@@ -257,7 +264,8 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self._last_raw = raw
         obs = self._observation(raw)
         info = {f"sim/{k}": v for k, v in raw.items()}
-        info.update(self._oracle())
+        if self.privileged:
+            info.update(self._oracle())
         info["action"] = self._action.model_dump()
         return obs, info
 
@@ -322,7 +330,9 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         g_term = grade_term(good_tokens=good_t, tenant_weights=self._tenant_weights,
                             nominal_weighted_tokens=self._nominal_weighted_tokens,
                             window_usd=raw["window_usd"], quality_delta=raw["quality_delta"],
-                            grader=t.grader) if self.reward_config.w_grade else 0.0
+                            grader=t.grader,
+                            served_share=raw["produced_tokens"] / max(self._nominal_tok * t.window_s, 1e-9),
+                            ) if self.reward_config.w_grade else 0.0
         comps = reward_components(raw, cost_ref_usd_per_1k=self._cost_ref,
                                   quality_ref_delta=self._quality_ref, config=self.reward_config,
                                   grade=g_term)
@@ -335,7 +345,8 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         for k, v in comps.items():
             info[f"reward/{k}"] = v
         info["reward/total"] = reward
-        info.update(self._oracle())
+        if self.privileged:
+            info.update(self._oracle())
         info["action"] = a.model_dump()
         truncated = self._step >= t.episode_windows
         if truncated:

@@ -66,6 +66,8 @@ def grid_actions(task_id: str, grid: dict[str, tuple] | None = None) -> list[Ser
 
 
 class _PhasePolicy:
+    privileged = True  # reads info["oracle/phase_name"]: needs LLMServeEnv(privileged=True)
+
     def __init__(self, table: dict[str, ServeAction], default: ServeAction):
         self.table, self.default = table, default
 
@@ -139,7 +141,7 @@ def search_clairvoyant(task_id: str, seeds: list[int], start: ServeAction, round
     task = get_task(task_id)
     phases = PHASE_NAMES[task.workload.process]
     table = {p: start for p in phases}
-    env = LLMServeEnv(task_id)
+    env = LLMServeEnv(task_id, privileged=True)
     best_score = _mean_score(env, _PhasePolicy(table, start), seeds)
     if len(phases) == 1:
         return table, best_score

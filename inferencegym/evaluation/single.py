@@ -110,6 +110,9 @@ def _reset_policy(policy: Any, seed: int) -> None:
 
 def run_episode(env, policy: Any, seed: int) -> EpisodeResult:
     """One episode of ``policy`` on an ``LLMServeEnv`` (unwrapped or not) from ``seed``."""
+    if getattr(policy, "privileged", False) and not getattr(env.unwrapped, "privileged", False):
+        raise ValueError(f"policy {type(policy).__name__} is privileged (reads info['oracle/*']): "
+                         f"build the env with LLMServeEnv(..., privileged=True)")
     _reset_policy(policy, seed)
     obs, info = env.reset(seed=seed)
     total = 0.0
@@ -139,7 +142,9 @@ def evaluate_policy(policy: str | Any, task_id: str, *, episodes: int = 20,
         policy = get_policy(policy, task_id)
     else:
         name = policy_name or type(policy).__name__
-    env = LLMServeEnv(task_id, reward_config=reward_config, episode_windows=episode_windows)
+    # The oracle (info["oracle/*"]) only for a policy that declares it needs it (clairvoyant).
+    env = LLMServeEnv(task_id, reward_config=reward_config, episode_windows=episode_windows,
+                      privileged=bool(getattr(policy, "privileged", False)))
     seeds = [seed + i for i in range(episodes)]
     result = EvaluationResult(policy=name, task=env.task.task_id, seeds=seeds)
     for s in seeds:

@@ -36,6 +36,9 @@ class PolicyEntry:
     description: str
     kinds: tuple[str, ...] = ("single",)
     """Task kinds the policy supports (``single`` / ``cluster``)."""
+    privileged: bool = False
+    """Reads what no agent may see (the env's ``oracle/*`` info, true output lengths): a reference
+    for evaluation only, never served to an agent (the HTTP server refuses it on every route)."""
 
 
 _REGISTRY: dict[str, PolicyEntry] = {}
@@ -55,13 +58,31 @@ def register_scheme(prefix: str, handler: Callable[[str, str], Any]) -> None:
 
 
 def register_policy(name: str, factory: Callable[[str], Any], description: str = "",
-                    kinds: tuple[str, ...] = ("single",), *, replace: bool = False) -> None:
-    """Add a policy factory ``factory(task_id)`` under ``name``."""
+                    kinds: tuple[str, ...] = ("single",), *, replace: bool = False,
+                    privileged: bool = False) -> None:
+    """Add a policy factory ``factory(task_id)`` under ``name`` (``privileged``: see
+    :attr:`PolicyEntry.privileged`)."""
     if ":" in name or "/" in name:
         raise ValueError(f"policy names may not contain ':' or '/', got {name!r}")
     if name in _REGISTRY and not replace:
         raise ValueError(f"policy {name!r} is already registered; pass replace=True to override")
-    _REGISTRY[name] = PolicyEntry(name, factory, description, tuple(kinds))
+    _REGISTRY[name] = PolicyEntry(name, factory, description, tuple(kinds), bool(privileged))
+
+
+def is_privileged(spec: Any) -> bool:
+    """Whether a policy (a registry name or a built policy object) needs privileged information.
+
+    Registry entries say so in their metadata (:attr:`PolicyEntry.privileged`); the cluster router
+    baselines in ``policies/routers.py`` (``PRIVILEGED_ROUTERS``); a policy object by its
+    ``privileged`` attribute. Unknown names are not privileged (they are refused elsewhere)."""
+    if not isinstance(spec, str):
+        return bool(getattr(spec, "privileged", False))
+    _ensure_builtins()
+    entry = _REGISTRY.get(spec)
+    if entry is not None and entry.privileged:
+        return True
+    from inferencegym.policies.routers import PRIVILEGED_ROUTERS
+    return spec.split("+", 1)[0] in PRIVILEGED_ROUTERS
 
 
 def list_policies(kind: str | None = None) -> list[str]:
@@ -115,4 +136,4 @@ from inferencegym.policies import baselines as _baselines  # noqa: E402,F401
 from inferencegym.policies.routers import ROUTER_POLICIES, get_cluster_policy  # noqa: E402
 
 __all__ = ["Policy", "PolicyEntry", "get_policy", "list_policies", "register_policy",
-           "register_scheme", "describe_policies", "SCHEMES"]
+           "register_scheme", "is_privileged", "describe_policies", "SCHEMES"]

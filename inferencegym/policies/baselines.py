@@ -174,7 +174,12 @@ class ClairvoyantPolicy:
     """Per-phase configuration chosen with knowledge of the hidden phase of the next window
     (``info["oracle/phase_name"]``). The configuration per phase is searched on training seeds
     (``search_best_static --clairvoyant``) and shipped in ``inferencegym/data/clairvoyant.json``;
-    a phase missing from the table uses the task's best static configuration."""
+    a phase missing from the table uses the task's best static configuration.
+
+    Privileged: it needs an env built with ``privileged=True`` (the evaluation does that for it);
+    the HTTP server never serves it."""
+
+    privileged = True
 
     def __init__(self, task_id: str):
         self.task = get_task(task_id)
@@ -185,7 +190,7 @@ class ClairvoyantPolicy:
     def act(self, obs: Any, info: dict | None = None) -> ServeAction:
         if not info or "oracle/phase_name" not in info:
             raise ValueError("clairvoyant needs the env's info dict with the oracle/* keys "
-                             "(pass info to act)")
+                             "(build the env with privileged=True and pass info to act)")
         return self.by_phase.get(info["oracle/phase_name"], self.default)
 
 
@@ -199,7 +204,8 @@ register_policy("heuristic", lambda task_id: HeuristicPolicy(task_id),
 register_policy("best_static", lambda task_id: StaticPolicy(best_static_action(task_id)),
                 "best fixed configuration from a search on training seeds")
 register_policy("clairvoyant", lambda task_id: ClairvoyantPolicy(task_id),
-                "sees the hidden workload phase; per-phase configuration (upper reference)")
+                "sees the hidden workload phase; per-phase configuration (upper reference)",
+                privileged=True)
 
 # Exploit probes (used by the tests; fixed degenerate configurations)
 EXPLOITS: dict[str, ServeAction] = {

@@ -44,6 +44,9 @@ ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
                                     "clairvoyant", "clairvoyant_work")
 REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random")
+PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work")
+"""Routers that read the true output lengths (no observation carries them): references only,
+never served to an agent (``inferencegym.policies.is_privileged``)."""
 
 
 def _allowed(obs: dict) -> list[int]:

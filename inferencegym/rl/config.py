@@ -83,6 +83,27 @@ class Resources(_Strict):
     rollout_fragment_length: int | Literal["auto"] = "auto"
 
 
+class FaultTolerance(_Strict):
+    """What a training run survives (RLlib's ``AlgorithmConfig.fault_tolerance``): an env that raises
+    mid-episode is recreated and the episode discarded; a lost (killed, preempted) EnvRunner actor is
+    restarted. Interrupted drivers resume with ``inferencegym train --resume``."""
+
+    restart_failed_sub_environments: bool = Field(
+        default=True, description="recreate an env whose reset/step raised and go on sampling")
+    restart_failed_env_runners: bool = Field(
+        default=True, description="restart a failed EnvRunner actor as an identical copy")
+    max_num_env_runner_restarts: int = Field(default=100, ge=0,
+                                             description="restarts of EnvRunner actors at most")
+    delay_between_env_runner_restarts_s: float = Field(default=5.0, ge=0, le=600,
+                                                       description="wait before a restart, s")
+    num_consecutive_env_runner_failures_tolerance: int = Field(
+        default=10, ge=1, description="consecutive failed sampling rounds before the run fails")
+    env_runner_health_probe_timeout_s: float = Field(default=30.0, gt=0, le=3600,
+                                                     description="health probe timeout, s")
+    env_runner_restore_timeout_s: float = Field(default=1800.0, gt=0, le=86400,
+                                                description="time allowed to restore a runner, s")
+
+
 class ModuleSettings(_Strict):
     """One RLModule: ``type`` from :data:`inferencegym.rl.modules.MODULE_TYPES` plus its model_config."""
 
@@ -189,6 +210,7 @@ class TrainConfig(_Strict):
     seed: int = 0
     ppo: PPOSettings = Field(default_factory=PPOSettings)
     resources: Resources = Field(default_factory=Resources)
+    fault_tolerance: FaultTolerance = Field(default_factory=FaultTolerance)
     modules: dict[str, ModuleSettings]
     policy_mapping: dict[str, str] = Field(
         default_factory=dict,

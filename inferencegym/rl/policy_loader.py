@@ -206,7 +206,12 @@ def load_checkpoint(path: str | Path, task_id: str) -> ModulePolicy:
     if not p.exists():
         raise FileNotFoundError(f"checkpoint {p} does not exist")
     mdir = _rl_module_dir(p)
-    loaded = RLModule.from_checkpoint(str(mdir))
+    try:
+        loaded = RLModule.from_checkpoint(str(mdir))
+    except Exception as exc:  # a junk or foreign file: unpickling, missing state, wrong format
+        raise ValueError(f"checkpoint {p} could not be loaded as an RLModule ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]}); give a directory written by "
+                         f"training") from None
     modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {mdir.name: loaded}
     kind = _task_kind(task_id)
     mapping = {"router": next((k for k in modules if "router" in k), "")} if kind == "cluster" else {}

@@ -85,6 +85,7 @@ def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
                      num_cpus_per_env_runner=r.num_cpus_per_env_runner,
                      rollout_fragment_length=r.rollout_fragment_length)
         .learners(num_learners=r.num_learners)
+        .fault_tolerance(**cfg.fault_tolerance.model_dump())
         .training(lr=p.lr, entropy_coeff=p.entropy_coeff, gamma=p.gamma, lambda_=p.lambda_,
                   use_kl_loss=p.use_kl_loss, kl_coeff=p.kl_coeff, kl_target=p.kl_target,
                   clip_param=p.clip_param, vf_clip_param=p.vf_clip_param, vf_loss_coeff=p.vf_loss_coeff,

@@ -17,13 +17,22 @@ Formula (the same for every single-agent task; the reference points are per task
   ``cost_good_usd_per_1k`` / ``cost_bad_usd_per_1k``.
 - ``quality_score`` = clip(1 - d / quality_bad_delta, 0, 1), d = output-token-weighted mean quality
   delta of the quantization tiers used.
+- ``served_share`` = clip(produced / offered, 0, 1): output tokens produced during the episode over
+  output tokens offered (0 when nothing was offered).
 - ``latency_score`` (cluster tasks, ``w_latency > 0``) = tenant-weighted mean over tenants of
   clip(ln(bad / q) / ln(bad / good), 0, 1), q = the tenant's ``latency_quantile`` TTFT over the
   episode (:attr:`EpisodeLog.tenant_ttft_tail_s`; None = no first token that far into the tail: 0),
   good / bad = ``latency_good_slo_ratio`` / ``latency_bad_slo_ratio`` x its TTFT SLO.
-- ``score`` = w_slo * slo_share + w_cost * cost_score + w_quality * quality_score
+- ``score`` = w_slo * slo_share + served_share * (w_cost * cost_score + w_quality * quality_score)
   + w_latency * latency_score (weights sum to 1; 0.65 / 0.10 / 0.25 / 0 on the single-agent tasks,
-  0.5 / 0 / 0 / 0.5 on the cluster tasks).
+  0.5 / 0 / 0 / 0.5 on the cluster tasks). Every term scales with the work actually served: a
+  configuration that serves almost nothing (``batch_cap=1``, ``kv_budget_fraction=0.1``) cannot
+  collect the quality and cost terms for free, and unserved requests are infinitely late in the tail.
+
+Good tokens count at most the offered tokens per tenant (in the SLO share and in the cost), and every
+figure must be finite. The score only ever sees logs the environment wrote: the HTTP grader replays a
+submitted episode's actions from its task and seed (:mod:`inferencegym.envs.verifier`) instead of
+trusting a client's figures.
 """
 
 from __future__ import annotations
@@ -44,9 +53,11 @@ class WindowRecord(BaseModel):
     step: int = Field(ge=0)
     offered_tokens: list[float] = Field(description="output tokens offered per tenant (arrivals)")
     good_tokens: list[float] = Field(description="output tokens completed within SLO per tenant")
-    produced_tokens: float = Field(ge=0, description="output tokens produced in the window")
-    window_usd: float = Field(ge=0, description="GPU cost of the window in USD")
-    quality_delta: float = Field(ge=0, description="quality delta of the quantization tier in use")
+    produced_tokens: float = Field(ge=0, allow_inf_nan=False,
+                                   description="output tokens produced in the window")
+    window_usd: float = Field(ge=0, allow_inf_nan=False, description="GPU cost of the window in USD")
+    quality_delta: float = Field(ge=0, allow_inf_nan=False,
+                                 description="quality delta of the quantization tier in use")
 
     @model_validator(mode="after")
     def _check(self) -> "WindowRecord":
@@ -90,6 +101,8 @@ class GradeResult(BaseModel):
     mean_quality_delta: float
     offered_tokens: float
     good_tokens: float
+    served_share: float = 0.0
+    """Produced over offered output tokens, in [0, 1]: the factor on the cost and quality terms."""
 
     def __float__(self) -> float:
         return self.score
@@ -132,9 +145,12 @@ def grade(task_id: str | TaskSpec, episode_log: EpisodeLog | dict | str) -> Grad
         produced += w.produced_tokens
         usd += w.window_usd
         delta_tokens += w.quality_delta * w.produced_tokens
+    good = [min(gd, o) for gd, o in zip(good, offered)]  # never more good than offered
     w_off = sum(wt * o for wt, o in zip(weights, offered))
-    w_good = sum(wt * min(g, o) for wt, g, o in zip(weights, good, offered))
-    slo_share = _clip01(w_good / w_off) if w_off > 0 else 1.0
+    w_good = sum(wt * gd for wt, gd in zip(weights, good))
+    slo_share = _clip01(w_good / w_off) if w_off > 0 else 0.0
+    total_offered = sum(offered)
+    served_share = _clip01(produced / total_offered) if total_offered > 0 else 0.0
     g = task.grader
     total_good = sum(good)
     if total_good > 0:
@@ -145,13 +161,14 @@ def grade(task_id: str | TaskSpec, episode_log: EpisodeLog | dict | str) -> Grad
     mean_delta = delta_tokens / produced if produced > 0 else 0.0
     quality_score = _clip01(1.0 - mean_delta / g.quality_bad_delta)
     latency_score = _latency_score(task, log) if g.w_latency > 0 else 0.0
-    score = (g.w_slo * slo_share + g.w_cost * cost_score + g.w_quality * quality_score
+    score = (g.w_slo * slo_share + served_share * (g.w_cost * cost_score + g.w_quality * quality_score)
              + g.w_latency * latency_score)
     return GradeResult(task_id=task.task_id, score=float(score), slo_share=float(slo_share),
                        cost_score=float(cost_score), quality_score=float(quality_score),
                        latency_score=float(latency_score),
                        cost_usd_per_1k_good_tokens=cost, mean_quality_delta=float(mean_delta),
-                       offered_tokens=float(sum(offered)), good_tokens=float(total_good))
+                       offered_tokens=float(total_offered), good_tokens=float(total_good),
+                       served_share=float(served_share))
 
 
 def _latency_score(task: TaskSpec, log: EpisodeLog) -> float:

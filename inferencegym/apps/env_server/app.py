@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import math
 import os
-import threading
 from importlib import resources
 from typing import Any
 
@@ -52,11 +51,15 @@ from inferencegym.apps.env_server.environment import (
     NotResetError,
     single_task_ids,
 )
+from inferencegym.apps.env_server.limits import BaselineGate, BusyError
+from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
 from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_MAX_SESSIONS = 64
+MAX_GRADER_ACTIONS = 1000
+"""Longest action list ``/grader`` accepts (the longest episode has 200 windows)."""
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 BASELINE_POLICIES = ("static_default", "heuristic", "best_static")
 """Baselines shown by ``GET /baseline`` by default (deterministic policies only)."""
@@ -93,14 +96,22 @@ class StepBody(BaseModel):
 
 
 class GraderBody(BaseModel):
-    """``POST /grader`` body: a ``session_id`` (grade that session's episode so far) or a ``task_id``
-    with a posted ``episode_log`` (the JSON of ``inferencegym.tasks.graders.EpisodeLog``)."""
+    """``POST /grader`` body: a ``session_id`` (grade that session's episode so far, from the
+    server's own record) or a submitted episode ``task_id`` + ``seed`` + ``actions``, which the
+    server replays (the simulator is deterministic) and grades on the log it wrote itself. A
+    client-written log or metric is never graded."""
 
     model_config = ConfigDict(extra="forbid")
 
     session_id: str | None = Field(None, min_length=1, max_length=128)
     task_id: str | None = Field(None, max_length=128)
-    episode_log: dict[str, Any] | None = None
+    seed: int | None = Field(None, ge=0, le=2**32 - 1, strict=True,
+                             description="the episode's seed (GET /state reports it)")
+    actions: list[InferenceGymAction] | None = Field(
+        None, max_length=MAX_GRADER_ACTIONS,
+        description="the episode's actions in order (one per window; fewer grades the episode so far)")
+    episode_log: Any = Field(None, description="no longer accepted (a client-written log is not "
+                                               "graded): send task_id, seed and actions")
 
 
 class SuggestBody(BaseModel):
@@ -177,12 +188,22 @@ class PolicyUnavailableError(RuntimeError):
 
 
 def _baseline_policy_names() -> list[str]:
-    """Registry policies usable without credentials (the LLM policy needs a key: not offered)."""
-    try:
-        from inferencegym.policies import list_policies
-    except ImportError:
-        return []
-    return [p for p in list_policies(kind="single") if p != "llm"]
+    """Registry policies the server may run: not the LLM policy (it needs a key) and never a
+    privileged one (``clairvoyant`` reads the hidden future; the registry marks it)."""
+    from inferencegym.policies import is_privileged, list_policies
+
+    return [p for p in list_policies(kind="single") if p != "llm" and not is_privileged(p)]
+
+
+def _refuse_policy(name: str) -> HTTPException:
+    from inferencegym.policies import is_privileged
+
+    if is_privileged(name):
+        return _err(403, f"policy {name!r} is privileged (it reads the hidden workload future) and "
+                         f"is never served to an agent; available: {', '.join(_baseline_policy_names())}",
+                    field="policy")
+    return _err(422, f"unknown policy {name!r:.80}; valid: {', '.join(_baseline_policy_names())}",
+                field="policy")
 
 
 def run_baseline_episode(policy_name: str, task_id: str, seed: int) -> dict[str, Any]:
@@ -212,13 +233,22 @@ def run_baseline_episode(policy_name: str, task_id: str, seed: int) -> dict[str,
 
 # ---------------------------------------------------------------------------------------------
 def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
-              idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> FastAPI:
+              idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+              max_sessions_per_client: int | None = None,
+              limits: HTTPLimits | None = None) -> FastAPI:
     """The FastAPI app (see the module docstring).
 
     Args:
         max_sessions: live HTTP sessions at most (the WebSocket route has the same bound, separately).
         idle_timeout_s: an HTTP or WebSocket-less session unused this long is closed.
+        max_sessions_per_client: live sessions one client address may hold (default: half of
+            ``max_sessions``, at least 1), so one client cannot take every slot.
+        limits: body size, allowed Host names, API-key variable, metrics (see
+            :class:`~inferencegym.apps.http_security.HTTPLimits`; docs/threat_model.md).
     """
+    limits = limits or HTTPLimits()
+    if max_sessions_per_client is None:
+        max_sessions_per_client = max(1, max_sessions // 2)
     app = create_app(
         InferenceGymEnvironment, InferenceGymAction, InferenceGymObservation,
         env_name=ENV_NAME,
@@ -235,10 +265,20 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
     _remove_prefix(app, "/web")
 
     store = SessionStore(InferenceGymEnvironment, max_sessions=max_sessions,
-                         idle_timeout_s=idle_timeout_s)
+                         idle_timeout_s=idle_timeout_s, max_per_client=max_sessions_per_client)
     app.state.sessions = store
-    baseline_cache: dict[tuple, dict] = {}
-    baseline_lock = threading.Lock()
+    baseline_gate = BaselineGate(concurrency=1, cache_entries=256, wait_s=30.0)
+    replay_gate = BaselineGate(concurrency=2, cache_entries=0, wait_s=10.0)
+    registry = harden_app(app, limits, metrics_prefix="inferencegym_env")
+    if registry is not None:
+        from prometheus_client import Gauge
+
+        Gauge("inferencegym_env_sessions_active", "live HTTP sessions", registry=registry
+              ).set_function(lambda: len(store))
+
+        @app.get("/metrics", tags=["Environment Info"], summary="Prometheus metrics")
+        def metrics():
+            return metrics_response(registry)
 
     def _get(session_id: str):
         try:
@@ -248,7 +288,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
 
     # -- the OpenEnv control endpoints, with sessions ------------------------------------
     @app.post("/reset", tags=["Environment Control"], summary="Start an episode (creates a session)")
-    def reset(body: ResetBody = Body(default_factory=ResetBody)) -> dict[str, Any]:
+    def reset(request: Request, body: ResetBody = Body(default_factory=ResetBody)) -> dict[str, Any]:
         task_id = body.task_id
         if task_id is not None and task_id not in single_task_ids():
             raise _err(422, f"unknown task {task_id!r}; valid: {', '.join(single_task_ids())}",
@@ -258,7 +298,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             created = False
         else:
             try:
-                sess = store.create()
+                sess = store.create(owner=request.client.host if request.client else "")
             except SessionLimitError as exc:
                 raise HTTPException(status_code=429, detail={"error": str(exc), **store.stats()},
                                     headers={"Retry-After": "30"}) from None
@@ -315,13 +355,12 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
 
     @app.post("/grader", tags=["Grading"], summary="Grade a session's episode or a posted episode log")
     def grader(body: GraderBody) -> dict[str, Any]:
-        from pydantic import ValidationError
-
-        from inferencegym.envs import grade
+        from inferencegym.envs.verifier import ReplayError, replay_grade
+        from inferencegym.apps.env_server.environment import to_serve_action
 
         if body.session_id is not None:
-            if body.episode_log is not None:
-                raise _err(422, "give either session_id or (task_id, episode_log), not both")
+            if body.episode_log is not None or body.actions is not None:
+                raise _err(422, "give either session_id or (task_id, seed, actions), not both")
             sess = _get(body.session_id)
             try:
                 with sess.lock:
@@ -331,66 +370,70 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                 raise _err(409, str(exc)) from None
             return _finite({"session_id": body.session_id, "task_id": st.task_id, "done": st.done,
                             "steps": st.step_count, "score": float(result),
-                            "breakdown": result.model_dump()})
-        if body.episode_log is None:
-            raise _err(422, "give a session_id, or a task_id with an episode_log")
-        task_id = body.task_id or body.episode_log.get("task_id")
-        if task_id not in single_task_ids():
-            raise _err(422, f"unknown task {task_id!r}; valid: {', '.join(single_task_ids())}",
+                            "breakdown": result.model_dump(), "verified_by": "session"})
+        if body.episode_log is not None:
+            raise _err(422, "episode_log is not accepted: a client-written log could claim anything. "
+                            "Send task_id, seed and actions (the server replays them and grades the "
+                            "log it writes itself), or the session_id of a server-side episode",
+                       field="episode_log")
+        if body.task_id is None or body.seed is None or body.actions is None:
+            raise _err(422, "give a session_id, or task_id, seed and actions")
+        if body.task_id not in single_task_ids():
+            raise _err(422, f"unknown task {body.task_id!r:.80}; valid: {', '.join(single_task_ids())}",
                        field="task_id")
+        actions = [to_serve_action(a) for a in body.actions]
         try:
-            result = grade(task_id, body.episode_log)
-        except ValidationError as exc:
-            raise _err(422, "episode_log does not match the EpisodeLog schema",
-                       errors=_finite(exc.errors(include_url=False, include_context=False,
-                                                 include_input=False))) from None
-        except (ValueError, TypeError) as exc:
+            with replay_gate.slot():
+                res = replay_grade(body.task_id, body.seed, actions)
+        except BusyError as exc:
+            raise HTTPException(status_code=429, detail={"error": str(exc)},
+                                headers={"Retry-After": "2"}) from None
+        except ReplayError as exc:
             raise _err(422, str(exc)) from None
-        return _finite({"task_id": task_id, "score": float(result), "breakdown": result.model_dump()})
+        return _finite({"task_id": body.task_id, "seed": body.seed, "done": res.done,
+                        "steps": res.steps, "score": float(res.grade),
+                        "breakdown": res.grade.model_dump(), "verified_by": "replay"})
 
     @app.get("/baseline", tags=["Grading"], summary="Deterministic baseline scores on every task")
     def baseline(policy: list[str] | None = Query(None, description=f"default: {', '.join(BASELINE_POLICIES)}"),
                  task_id: str | None = Query(None, max_length=128),
                  seed: int = Query(0, ge=0, le=2**32 - 1),
                  episodes: int = Query(1, ge=1, le=MAX_BASELINE_EPISODES)) -> dict[str, Any]:
-        policies = policy or list(BASELINE_POLICIES)
+        policies = list(dict.fromkeys(policy or BASELINE_POLICIES))
         valid = _baseline_policy_names()
         bad = [p for p in policies if p not in valid]
         if bad:
-            raise _err(422, f"unknown policy {bad[0]!r}; valid: {', '.join(valid)}", field="policy")
+            raise _refuse_policy(bad[0])
         task_ids = single_task_ids()
         if task_id is not None:
             if task_id not in task_ids:
                 raise _err(422, f"unknown task {task_id!r}; valid: {', '.join(task_ids)}", field="task_id")
             task_ids = [task_id]
-        rows = []
-        for p in policies:
-            for t in task_ids:
-                key = (p, t, seed, episodes)
-                with baseline_lock:
-                    row = baseline_cache.get(key)
-                    if row is None:
-                        seeds = [seed + i for i in range(episodes)]
-                        try:
-                            eps = [run_baseline_episode(p, t, s_) for s_ in seeds]
-                        except PolicyUnavailableError as exc:  # e.g. best_static not shipped yet
-                            row = {"policy": p, "task_id": t, "seeds": seeds, "scores": None,
-                                   "score_mean": None, "error": str(exc)}
-                        else:
-                            scores = [e["score"] for e in eps]
-                            row = {"policy": p, "task_id": t, "seeds": seeds, "scores": scores,
-                                   "score_mean": sum(scores) / len(scores)}
-                        baseline_cache[key] = row
-                rows.append(row)
+        def compute(p: str, t: str) -> dict[str, Any]:
+            seeds = [seed + i for i in range(episodes)]
+            try:
+                eps = [run_baseline_episode(p, t, s_) for s_ in seeds]
+            except PolicyUnavailableError as exc:  # e.g. best_static not shipped yet
+                return {"policy": p, "task_id": t, "seeds": seeds, "scores": None,
+                        "score_mean": None, "error": str(exc)}
+            scores = [e["score"] for e in eps]
+            return {"policy": p, "task_id": t, "seeds": seeds, "scores": scores,
+                    "score_mean": sum(scores) / len(scores)}
+
+        try:
+            rows = [baseline_gate.cached((p, t, seed, episodes), lambda p=p, t=t: compute(p, t))
+                    for p in policies for t in task_ids]
+        except BusyError as exc:
+            raise HTTPException(status_code=429, detail={"error": str(exc)},
+                                headers={"Retry-After": "5"}) from None
         return _finite({"results": rows})
 
     @app.post("/suggest", tags=["Grading"], summary="The action a baseline would take in this session now")
     def suggest(body: SuggestBody) -> dict[str, Any]:
         from inferencegym.policies import get_policy
 
-        valid = _baseline_policy_names()
-        if body.policy not in valid:
-            raise _err(422, f"unknown policy {body.policy!r}; valid: {', '.join(valid)}", field="policy")
+        if body.policy not in _baseline_policy_names():
+            raise _refuse_policy(body.policy)
         sess = _get(body.session_id)
         with sess.lock:
             env = sess.env
@@ -470,8 +513,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=int(os.environ.get("PORT", DEFAULT_PORT)))
     p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS)
     p.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S)
+    p.add_argument("--max-sessions-per-client", type=int, default=None)
     args = p.parse_args(argv)
-    uvicorn.run(build_app(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout_s),
+    uvicorn.run(build_app(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout_s,
+                          max_sessions_per_client=args.max_sessions_per_client),
                 host=args.host, port=args.port, log_level="info")
 
 

@@ -130,10 +130,12 @@ class InferenceGymClient:
         """The grader's score and breakdown of this session's episode (so far)."""
         return self._call("POST", "/grader", "grade", json={"session_id": self._need_session()})
 
-    def grade_log(self, task_id: str, episode_log: Any) -> dict[str, Any]:
-        """Grade a posted episode log (an ``EpisodeLog`` or its dict)."""
-        log = episode_log.model_dump(mode="json") if hasattr(episode_log, "model_dump") else episode_log
-        return self._call("POST", "/grader", "grade", json={"task_id": task_id, "episode_log": log})
+    def grade_actions(self, task_id: str, seed: int, actions: list[Any]) -> dict[str, Any]:
+        """Grade an episode played elsewhere: the server replays ``actions`` (``ServeAction``s or
+        dicts, one per window) from ``seed`` and grades the log it writes itself."""
+        acts = [a.model_dump() if hasattr(a, "model_dump") else a for a in actions]
+        return self._call("POST", "/grader", "grade",
+                          json={"task_id": task_id, "seed": seed, "actions": acts})
 
     def tasks(self) -> dict[str, Any]:
         return self._call("GET", "/tasks", "tasks")

@@ -15,7 +15,7 @@ from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import Field, create_model, field_validator
+from pydantic import ConfigDict, Field, create_model, field_validator
 
 from inferencegym.envs.actions import InvalidActionError, ServeAction
 
@@ -37,12 +37,19 @@ def _upper_tier(cls: type, v: Any) -> Any:
     return v.upper() if isinstance(v, str) else v
 
 
+class _StrictAction(Action):
+    """OpenEnv's Action in pydantic strict mode: ``"64"``, ``true`` or ``64.0`` is not a batch cap,
+    ``"yes"`` or ``1`` is not a boolean (JSON numbers still fill float fields)."""
+
+    model_config = ConfigDict(**{**Action.model_config, "strict": True})
+
+
 # The OpenEnv action: the ServeAction fields (same names, bounds and descriptions) on OpenEnv's
-# Action base (extra="forbid", plus its ``metadata`` dict). Built from ServeAction so the two never
-# drift apart.
+# Action base (extra="forbid", strict, plus its ``metadata`` dict). Built from ServeAction so the two
+# never drift apart.
 InferenceGymAction = create_model(
     "InferenceGymAction",
-    __base__=Action,
+    __base__=_StrictAction,
     __doc__="The serving configuration for the next control window (see ServeAction).",
     __validators__={"_upper_tier": field_validator("quantization_tier", mode="before")(_upper_tier)},
     **{name: (f.annotation, f) for name, f in ServeAction.model_fields.items()},

@@ -26,6 +26,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 from ray import serve
 
+from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
 from inferencegym.apps.policy_endpoint.schemas import ActRequest, ActResponse, Health, Metadata
 
 APP_NAME = "inferencegym-policy"
@@ -34,8 +35,16 @@ DEFAULT_PORT = 8000
 DEFAULT_MAX_BATCH_SIZE = 64
 DEFAULT_BATCH_WAIT_TIMEOUT_S = 0.002
 
+DEFAULT_MAX_BODY_BYTES = 4_000_000
+"""Largest ``/act`` body (1024 observations of a few hundred numbers fit; more is 413)."""
+
 api = FastAPI(title="InferenceGym policy endpoint",
               description="Greedy actions of a trained InferenceGym policy (Ray Serve).")
+# Body limit, Host check, API key (INFERENCEGYM_API_KEY), JSON-safe 422s, Prometheus metrics: the
+# same protections as the environment server (docs/threat_model.md). Read when a replica imports
+# this module, so the environment variables must be set where Ray starts (or in the runtime_env).
+_REGISTRY = harden_app(api, HTTPLimits(max_body_bytes=int(os.environ.get(
+    "INFERENCEGYM_SERVE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))), metrics_prefix="inferencegym_serve")
 
 
 @serve.deployment(name="PolicyDeployment", ray_actor_options={"num_cpus": 0.5},
@@ -83,6 +92,10 @@ class PolicyDeployment:
     @api.get("/healthz", response_model=Health)
     async def healthz(self) -> Health:
         return Health(status="ok", policy_version=self.policy.version)
+
+    @api.get("/metrics")
+    async def metrics(self):
+        return metrics_response(_REGISTRY)
 
     @api.get("/metadata", response_model=Metadata)
     async def metadata(self) -> Metadata:

@@ -13,6 +13,7 @@ request body: ``RLModule.from_checkpoint`` unpickles the module's class and cons
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,24 +57,66 @@ def decode_observation(space: gym.Space, value: Any, where: str = "observation")
             raise ObservationError(f"{where}: expected a list of {len(space.spaces)} parts")
         return tuple(decode_observation(s, v, f"{where}[{i}]") for i, (s, v) in enumerate(zip(space.spaces, value)))
     if isinstance(space, gym.spaces.Discrete):
-        if isinstance(value, bool) or not isinstance(value, int) or not space.contains(np.int64(value)):
+        if (isinstance(value, bool) or not isinstance(value, int) or abs(value) >= 2**62
+                or not space.contains(np.int64(value))):
             raise ObservationError(f"{where}: expected an integer in [{space.start}, "
-                                   f"{space.start + space.n - 1}], got {value!r}")
+                                   f"{space.start + space.n - 1}], got {value!r:.40}")
         return np.int64(value)
     shape = tuple(space.shape) if space.shape is not None else None
     dtype = space.dtype if space.dtype is not None else np.float32
+    _check_json_numbers(value, where)
     try:
         arr = np.asarray(value, dtype=np.float64 if np.issubdtype(dtype, np.floating) else np.int64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ObservationError(f"{where}: expected numbers of shape {shape}, could not read it as an "
-                               f"array ({exc})") from None
+                               f"array ({str(exc)[:120]})") from None
     if arr.dtype == object:
         raise ObservationError(f"{where}: expected a rectangular array of shape {shape}, got ragged lists")
     if shape is not None and arr.shape != shape:
         raise ObservationError(f"{where}: expected shape {shape}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ObservationError(f"{where}: contains NaN or infinity; observations must be finite")
-    return arr.astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        with np.errstate(over="ignore"):
+            cast = arr.astype(dtype)
+        if not np.all(np.isfinite(cast)):
+            big = float(np.max(np.abs(arr)))
+            raise ObservationError(f"{where}: {big:.3g} overflows {np.dtype(dtype).name} (largest "
+                                   f"{float(np.finfo(dtype).max):.3g}); observations must fit the space's dtype")
+    else:
+        info = np.iinfo(dtype)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise ObservationError(f"{where}: values outside the range of {np.dtype(dtype).name}")
+        cast = arr.astype(dtype)
+    if where.rsplit(".", 1)[-1] == "action_mask":
+        if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
+            raise ObservationError(f"{where}: mask values must be in [0, 1], got values in "
+                                   f"[{float(arr.min()):g}, {float(arr.max()):g}]")
+        if not np.any(arr > 0.5):
+            raise ObservationError(f"{where}: all-zero action mask: at least one action must be allowed")
+    return cast
+
+
+#: Integers in an observation are bounded by the number of decimal digits (a JSON integer can be
+#: arbitrarily long; converting a 401-digit one to float raises OverflowError deep inside numpy).
+MAX_INT_DIGITS = 18
+
+
+def _check_json_numbers(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse booleans, huge integers and non-finite floats anywhere in a JSON array value."""
+    if depth > 8:
+        raise ObservationError(f"{where}: nested deeper than any observation space")
+    if isinstance(value, list):
+        for v in value:
+            _check_json_numbers(v, where, depth + 1)
+    elif isinstance(value, bool):
+        raise ObservationError(f"{where}: expected numbers, got a boolean")
+    elif isinstance(value, int):
+        if abs(value) >= 10 ** MAX_INT_DIGITS:
+            raise ObservationError(f"{where}: integer with {len(str(abs(value)))} digits is out of "
+                                   f"range; observations are float32/int64 values")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ObservationError(f"{where}: contains NaN or infinity; observations must be finite")
 
 
 def encode_json(value: Any) -> Any:
@@ -214,7 +257,12 @@ class ServedPolicy:
         from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
         from ray.rllib.core.rl_module.rl_module import RLModule
 
-        loaded = RLModule.from_checkpoint(str(ckpt))
+        try:
+            loaded = RLModule.from_checkpoint(str(ckpt))
+        except Exception as exc:  # junk or foreign file: unpickling, missing state, wrong format
+            raise ValueError(f"checkpoint {ckpt} could not be loaded as an RLModule "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); give a "
+                             f"directory written by training") from None
         if isinstance(loaded, MultiRLModule):
             module, module_id = _pick_module(loaded, module_id)
         else:

@@ -1,0 +1,93 @@
+"""One-line errors instead of tracebacks for the command line.
+
+Every command registered on the ``inferencegym`` app is wrapped (:func:`install_error_boundary`): an
+error that comes from what the user gave (a missing or unreadable file, a malformed YAML, a value
+out of range, a checkpoint that is not one) is printed as ``error: <what was wrong>`` on stderr and
+the command exits with status 2; a failure of the environment (out of memory, an interrupted run)
+exits with 1. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+import typer
+
+#: Exceptions that mean "the input was wrong" (exit 2).
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError,
+    ValueError, KeyError, UnicodeError, OverflowError,
+)
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    extra: list[type[BaseException]] = []
+    try:
+        import yaml
+
+        extra.append(yaml.YAMLError)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from inferencegym.rl.config import ConfigError
+
+        extra.append(ConfigError)
+    except ImportError:  # pragma: no cover
+        pass
+    return USER_ERRORS + tuple(extra)
+
+
+def one_line(exc: BaseException, limit: int = 400) -> str:
+    """The exception's message on one line (YAML errors span several), at most ``limit`` chars."""
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, KeyError) and exc.args:
+        msg = str(exc.args[0])
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)) \
+            and exc.filename and str(exc.filename) not in msg:
+        msg = f"{msg}: {exc.filename}"
+    return msg if len(msg) <= limit else msg[:limit] + " ..."
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print ``error: message`` on stderr and exit with ``code``."""
+    from rich.console import Console
+
+    Console(stderr=True, soft_wrap=True, highlight=False).print(f"[red]error:[/red] {message}",
+                                                                markup=True)
+    raise typer.Exit(code)
+
+
+def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a command callback: user errors -> one line + exit 2, MemoryError -> exit 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click.exceptions.ClickException, click.exceptions.Exit,
+                KeyboardInterrupt, SystemExit):
+            raise
+        except MemoryError:
+            fail("out of memory: the request is too large for this machine; lower the sizes "
+                 "(replicas, duration, rate, bins)", code=1)
+        except _user_error_types() as exc:
+            fail(one_line(exc), code=2)
+
+    wrapper.__inferencegym_guarded__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def install_error_boundary(app: typer.Typer) -> None:
+    """Wrap every command (and those of sub-apps) of ``app`` with :func:`guard` (idempotent)."""
+    for info in app.registered_commands:
+        if info.callback is not None and not getattr(info.callback, "__inferencegym_guarded__", False):
+            info.callback = guard(info.callback)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            install_error_boundary(group.typer_instance)
+
+
+__all__ = ["install_error_boundary", "guard", "fail", "one_line", "USER_ERRORS"]
