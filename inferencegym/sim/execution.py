@@ -37,6 +37,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Iterable, Sequence
 
+from inferencegym.sim.calibration.uncertainty import calibration_error_for
 from inferencegym.sim.presets import (
     GIB,
     GPUPreset,
@@ -48,6 +49,8 @@ from inferencegym.sim.presets import (
 )
 
 __all__ = [
+    "DEFAULT_ENGINE_PROFILE",
+    "ENGINE_PROFILES",
     "ExecutionModel",
     "KernelParams",
     "EngineParams",
@@ -56,6 +59,12 @@ __all__ = [
 ]
 
 _VALID_TP = (1, 2, 4, 8)
+ENGINE_PROFILES = ("vllm-v1", "vllm-2023", "kernel-only")
+"""Serving-engine overhead profiles (docs/calibration.md): ``vllm-v1`` (today's vLLM: CUDA-graphed
+decode, asynchronous scheduling; fitted on vLLM's performance-CI latencies), ``vllm-2023`` (the
+2023 engines measured by SplitwiseSim) and ``kernel-only`` (no overhead: what kernel profiles
+measure)."""
+DEFAULT_ENGINE_PROFILE = "vllm-v1"
 _ACT_BYTES = 2.0  # FP16/BF16 activations
 _KV_BYTES = 2.0  # FP16 KV cache
 
@@ -97,7 +106,11 @@ class KernelParams:
     elem_floor_s: float = 4e-6
     """Fixed time of one elementwise kernel."""
     attn_prefill_eff_compute: float = 0.45
-    """Fraction of the FP16 peak reached by prefill attention."""
+    """Fraction of the FP16 peak reached by prefill attention among the chunk's own tokens
+    (the causal triangle ``N*(N+1)/2``)."""
+    attn_prefill_ctx_eff_compute: float = 0.45
+    """Fraction of the FP16 peak reached by the chunk's queries attending to cached context
+    (the ``N*C`` rectangle: chunked prefill, prefix-cache hits)."""
     attn_prefill_eff_mem: float = 0.6
     """Bandwidth fraction of prefill attention (reading cached KV)."""
     attn_prefill_floor_s: float = 1e-5
@@ -110,8 +123,9 @@ class KernelParams:
     """Fraction of the FP16 peak for decode attention FLOPs (matters for k+1 queries)."""
     attn_decode_floor_s: float = 6e-6
     """Fixed time of the decode attention kernel per layer and iteration."""
-    attn_decode_per_seq_s: float = 1.0e-6
-    """Per decode sequence time per layer (block-table lookups, partitions)."""
+    attn_decode_per_seq_kv_head_s: float = 3.0e-8
+    """Per decode sequence and per KV head on the GPU, per layer (one work unit of the decode
+    kernel's grid: block-table lookups, partition reductions). Scales with GQA and TP."""
     allreduce_latency_s: tuple[tuple[int, float], ...] = ((2, 1.5e-5), (4, 2.0e-5), (8, 2.5e-5))
     """All-reduce latency per TP degree."""
     allreduce_gbytes_per_s: tuple[tuple[int, float], ...] = ((2, 150.0), (4, 120.0), (8, 110.0))
@@ -191,8 +205,26 @@ def load_calibration() -> dict:
     return json.loads(text)
 
 
+def check_engine_profile(name: str) -> str:
+    """``name`` if it is a known engine profile, else ValueError listing the valid ones."""
+    if name not in ENGINE_PROFILES:
+        raise ValueError(f"unknown engine profile {name!r}; valid: {', '.join(ENGINE_PROFILES)}")
+    return name
+
+
+@lru_cache(maxsize=8)
+def engine_params(profile: str) -> EngineParams:
+    """Fitted overhead of engine profile ``profile`` (all zeros for ``kernel-only``)."""
+    check_engine_profile(profile)
+    if profile == "kernel-only":
+        return EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=0.0,
+                            per_token_s=0.0, kernel_slowdown_per_token=0.0)
+    return EngineParams.from_dict(load_calibration()["engines"][profile])
+
+
 @lru_cache(maxsize=64)
-def _params_for(gpu_name: str, network_profile: str) -> tuple[KernelParams, EngineParams, bool]:
+def _params_for(gpu_name: str, network_profile: str,
+                engine_profile: str = "vllm-2023") -> tuple[KernelParams, EngineParams, bool]:
     cal = load_calibration()
     gpus = cal.get("gpus", {})
     if gpu_name in gpus:
@@ -201,13 +233,21 @@ def _params_for(gpu_name: str, network_profile: str) -> tuple[KernelParams, Engi
     else:
         kd = dict(cal.get("default_gpu", {}))
         fitted = False
+    attn_from = cal.get("engine_attention", {}).get(engine_profile)
+    if attn_from and gpu_name in gpus:  # the profile's engines ran another generation's kernels
+        kd.update({k: v for k, v in gpus[attn_from].items() if k.startswith("attn_")})
     net = cal.get("network", {}).get(network_profile)
     if net:
         kd["allreduce_latency_s"] = net["latency_s"]
         kd["allreduce_gbytes_per_s"] = net["gbytes_per_s"]
     kernel = KernelParams.from_dict(kd)
-    engine = EngineParams.from_dict(cal.get("engine", {}))
-    return kernel, engine, fitted
+    return kernel, engine_params(engine_profile), fitted
+
+
+def engine_attention_gpu(engine_profile: str) -> str | None:
+    """The GPU whose attention fit an engine profile imposes on every calibrated GPU (``vllm-2023``:
+    the A100 fit, 2023 engines had no Hopper-optimised attention), or None (each GPU's own)."""
+    return load_calibration().get("engine_attention", {}).get(engine_profile)
 
 
 class ExecutionModel:
@@ -233,6 +273,7 @@ class ExecutionModel:
         gpu_hour_usd: float | None = None,
         calibrated: bool = False,
         check_memory: bool = True,
+        engine_profile: str = "custom",
     ) -> None:
         if tensor_parallel not in _VALID_TP:
             raise ValueError(f"tensor_parallel must be one of {_VALID_TP}, got {tensor_parallel!r}")
@@ -252,6 +293,8 @@ class ExecutionModel:
         self.engine = engine
         self.draft = draft
         self.engine_overhead = bool(engine_overhead)
+        self.engine_profile = "kernel-only" if not engine_overhead else str(engine_profile)
+        """Name of the engine-overhead profile (``custom`` for explicitly given parameters)."""
         self.gpu_memory_utilization = float(gpu_memory_utilization)
         self.max_batched_tokens = int(max_batched_tokens)
         self.calibrated = bool(calibrated)
@@ -270,14 +313,17 @@ class ExecutionModel:
         *,
         draft_model: str | None = "default",
         engine_overhead: bool = True,
+        engine_profile: str | None = None,
         gpu_memory_utilization: float = 0.9,
         gpu_hour_usd: float | None = None,
     ) -> "ExecutionModel":
         """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
 
         ``draft_model``: draft preset for speculative decoding (``"default"``: the model's preset
-        draft; ``None``: no speculation). ``engine_overhead=False`` gives kernel time only (what
-        Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
+        draft; ``None``: no speculation). ``engine_profile``: the serving engine's per-iteration
+        overhead, one of :data:`ENGINE_PROFILES` (default :data:`DEFAULT_ENGINE_PROFILE`);
+        ``engine_overhead=False`` is an alias of ``engine_profile="kernel-only"`` (kernel time only,
+        what Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
         Raises ValueError for unknown names or when the weights do not fit in GPU memory.
         """
         mp = get_model(model)
@@ -286,11 +332,17 @@ class ExecutionModel:
         if draft_model == "default":
             draft_model = mp.draft_model
         dp = get_model(draft_model) if draft_model else None
-        kernel, engine, fitted = _params_for(gp.name, gp.network_profile)
+        if not engine_overhead:
+            if engine_profile not in (None, "kernel-only"):
+                raise ValueError(f"engine_overhead=False means engine_profile='kernel-only', but "
+                                 f"engine_profile={engine_profile!r} was given; pass only one")
+            engine_profile = "kernel-only"
+        profile = check_engine_profile(engine_profile or DEFAULT_ENGINE_PROFILE)
+        kernel, engine, fitted = _params_for(gp.name, gp.network_profile, profile)
         return cls(model=mp, gpu=gp, tensor_parallel=tensor_parallel, quantization=qt,
-                   kernel=kernel, engine=engine, draft=dp, engine_overhead=engine_overhead,
+                   kernel=kernel, engine=engine, draft=dp, engine_overhead=profile != "kernel-only",
                    gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
-                   calibrated=fitted and gp.calibrated)
+                   calibrated=fitted and gp.calibrated, engine_profile=profile)
 
     def _replace(self, **kw) -> "ExecutionModel":
         args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
@@ -299,7 +351,7 @@ class ExecutionModel:
                     gpu_memory_utilization=self.gpu_memory_utilization,
                     max_batched_tokens=self.max_batched_tokens,
                     gpu_hour_usd=self._gpu_hour_override, calibrated=self.calibrated,
-                    check_memory=self._check_memory)
+                    check_memory=self._check_memory, engine_profile=self.engine_profile)
         args.update(kw)
         return ExecutionModel(**args)
 
@@ -362,7 +414,9 @@ class ExecutionModel:
         self._kv_bytes_per_token_layer = 2.0 * self._kv_heads * d * _KV_BYTES
         self._attn_flop_per_qk = 4.0 * self._q_heads * d  # QK^T and PV, per query per key
         self._attn_pf_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_eff_compute)
+        self._attn_pf_ctx_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_ctx_eff_compute)
         self._attn_pf_inv_m = 1.0 / (bw * k.attn_prefill_eff_mem)
+        self._attn_dec_per_seq = k.attn_decode_per_seq_kv_head_s * self._kv_heads
         self._attn_dec_inv_c = 1.0 / (self._peak_fp16 * k.attn_decode_eff_compute)
         self._attn_dec_inv_m = 1.0 / (bw * k.attn_decode_eff_mem)
         # outside the layers: embedding gather + final norm (bandwidth), LM head GEMM (FP16)
@@ -481,10 +535,10 @@ class ExecutionModel:
             if n <= 0:
                 continue
             any_chunk = True
-            flops = fpq * n * (c + 0.5 * (n + 1))
             byts = (c + n) * kvb + n * qo_bytes
-            tc = flops * self._attn_pf_inv_c
+            tc = fpq * n * 0.5 * (n + 1) * self._attn_pf_inv_c
             tm = byts * self._attn_pf_inv_m
+            tc += fpq * n * c * self._attn_pf_ctx_inv_c
             total += (tc if tc > tm else tm) + k.attn_prefill_per_token_s * n
         if not any_chunk:
             return 0.0
@@ -501,7 +555,7 @@ class ExecutionModel:
         tokens in all and ``queries`` query tokens each (k+1 under speculative verification).
         Works on floats and numpy arrays."""
         k = self.kernel
-        return (k.attn_decode_floor_s + k.attn_decode_per_seq_s * batch
+        return (k.attn_decode_floor_s + self._attn_dec_per_seq * batch
                 + self._attn_decode_slope(queries) * context_total)
 
     def attention_prefill_layer_s(self, chunks: Sequence[tuple[int, int]]) -> float:
@@ -533,7 +587,7 @@ class ExecutionModel:
             kern = self.kernel
             f = 1.0 + self._slow * ntok
             a = (f * (self._token_time(ntok) + self._lm_head_time(ntok)
-                      + self._layers * (kern.attn_decode_floor_s + kern.attn_decode_per_seq_s * B))
+                      + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B))
                  + self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok)
             b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
@@ -546,14 +600,14 @@ class ExecutionModel:
 
     def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
-        draft's own launch overhead (per layer and per sequence, no scheduling)."""
+        draft's own engine overhead (a forward pass of its own: fixed, per layer and per sequence)."""
         dm = self._draft_model
         assert dm is not None
         a, b = dm.decode_coeffs(B, 0)
         e = self.engine
         if self.engine_overhead:
             f = 1.0 + self._slow * B
-            a = f * a + dm._layers * e.per_layer_s + e.per_seq_s * B
+            a = f * a + e.fixed_s + dm._layers * e.per_layer_s + e.per_seq_s * B
             b = f * b
         return a, b
 
@@ -585,7 +639,7 @@ class ExecutionModel:
         t = (self._token_time(ntok) + self._lm_head_time(len(prefill_chunks) + B * q)
              + L * self._attn_prefill_layer(prefill_chunks))
         if B > 0:
-            t += L * (kern.attn_decode_floor_s + kern.attn_decode_per_seq_s * B
+            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B
                       + self._attn_decode_slope(q) * decode_context_tokens)
         t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
         if B > 0:
@@ -638,6 +692,17 @@ class ExecutionModel:
             return 0.0
         return 2.0e-5 + tokens * self.kv_bytes_per_token / (link * 1e9)
 
+    def calibration_error(self) -> dict:
+        """How far to trust this model's predictions: per op family (``gemm``, ``elementwise``,
+        ``attn_prefill``, ``attn_decode``, ``all_reduce``) a status (``fitted`` on this GPU and
+        shape, or ``transferred`` from other shapes/GPUs) and a MAPE band in percent, the engine
+        profile's end-to-end band, the measured ranges and what is extrapolated
+        (``docs/calibration.md``; figures from ``inferencegym/data/calibration_error.json``)."""
+        return calibration_error_for(gpu=self.gpu.name, model=self.model.name,
+                                     tensor_parallel=self.tensor_parallel,
+                                     engine_profile=self.engine_profile,
+                                     gpu_calibrated=self.calibrated)
+
     @property
     def gpu_count(self) -> int:
         return self.tensor_parallel
@@ -666,6 +731,7 @@ class ExecutionModel:
             "quantization": self.quantization.name,
             "draft_model": self.draft_model_name,
             "engine_overhead": self.engine_overhead,
+            "engine_profile": self.engine_profile,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "calibrated": self.calibrated,
             "gpu_hour_usd": self.gpu_hour_usd,
@@ -678,4 +744,5 @@ class ExecutionModel:
 
     def __repr__(self) -> str:
         return (f"ExecutionModel(model={self.model.name!r}, gpu={self.gpu.name!r}, "
-                f"tensor_parallel={self.tensor_parallel}, quantization={self.quantization.name!r})")
+                f"tensor_parallel={self.tensor_parallel}, quantization={self.quantization.name!r}, "
+                f"engine_profile={self.engine_profile!r})")

@@ -8,12 +8,16 @@ Stages (scipy.optimize.least_squares on log(predicted/measured), soft-L1 loss):
 2. GEMM efficiencies per GPU (compute, memory, roofline exponent, kernel floor) on the four GEMMs
    of every profiled model/TP (Vidur ``mlp.csv``), except the held-out combinations;
 3. elementwise efficiencies per GPU (norm, RoPE, activation, add, floor);
-4. attention (A100 Llama-2-7B samples): decode floor, per-sequence term and KV bandwidth; prefill
-   compute/memory efficiency, floor and per-token term. H100 reuses the A100 efficiencies;
-5. engine overhead (fixed, per layer, per layer and extra GPU, per sequence, per token) on
-   SplitwiseSim's end-to-end times, with the fitted kernels fixed, except the held-out rows.
+4. attention per GPU family: A100 on the Vidur Llama-2-7B samples, Hopper (H100, H200) on the
+   measured H200 rows: decode floor, per sequence-and-KV-head term and KV bandwidth; prefill
+   compute efficiency (causal triangle, cached-context rectangle), bandwidth, floor, per token;
+5. H200: GEMMs and attention on its measured rows, elementwise on its whole-model rows
+   (``gpu_fit``);
+6. engine profiles: ``vllm-2023`` (fixed, per layer, per layer and extra GPU, per sequence, per
+   token, kernel slowdown) on SplitwiseSim's end-to-end times except the held-out rows, and
+   ``vllm-v1`` on vLLM's performance-CI latencies (``engines``), kernels fixed.
 
-Uncalibrated GPUs (spec-sheet presets) use the mean of the calibrated GPUs' efficiencies.
+Uncalibrated GPUs (spec-sheet presets) use the mean of the A100 and H100 efficiencies.
 """
 
 from __future__ import annotations
@@ -41,8 +45,11 @@ HELDOUT_SPLITWISE: tuple[tuple[str, str, int], ...] = (
     ("llama-2-70b", "a100-80gb", 8),  # a TP degree (the "TP8 is no faster than TP4" point)
     ("bloom-176b", "h100-80gb", 8),  # another GPU
 )
-CALIBRATED_GPUS = ("a100-80gb", "h100-80gb")
-NETWORK_FAMILY = {"a100-80gb": "a100", "h100-80gb": "h100"}
+CALIBRATED_GPUS = ("a100-80gb", "h100-80gb", "h200-141gb")
+SPEC_DEFAULT_FROM = ("a100-80gb", "h100-80gb")  # uncalibrated GPUs: mean of these efficiencies
+NETWORK_FAMILY = {"a100-80gb": "a100", "h100-80gb": "h100", "h200-141gb": "h100"}
+ATTENTION_FAMILY = {"a100-80gb": "a100-80gb", "h100-80gb": "h200-141gb", "h200-141gb": "h200-141gb"}
+"""Whose attention fit each GPU uses: Hopper (H100, H200) shares the H200 fit."""
 
 
 def is_heldout_vidur(gpu: str, model: str, tp: int) -> bool:
@@ -151,21 +158,25 @@ def fit_elementwise(ops: pd.DataFrame, gpu: str, base: KernelParams) -> KernelPa
 
 
 # ----------------------------------------------------------------------------- 4. attention
-def fit_attention(dec: pd.DataFrame, pf: pd.DataFrame, base: KernelParams) -> KernelParams:
+def fit_attention(dec: pd.DataFrame, pf: pd.DataFrame, base: KernelParams, *, gpu: str = "a100-80gb",
+                  model: str = "llama-2-7b", tp: int = 1) -> KernelParams:
+    """Decode (floor, per sequence and KV head, KV bandwidth) then prefill (compute efficiency of
+    the causal triangle and of the cached-context rectangle, bandwidth, floor, per token) on one
+    GPU's attention samples: ``dec`` (batch, context, measured_s), ``pf`` (chunk, context, ...)."""
     B = dec["batch"].to_numpy(float)
     C = dec["context"].to_numpy(float)
     md = dec["measured_s"].to_numpy(float)
 
     def make_dec(x):
         e = np.exp(x)
-        return _kernel_with(base, attn_decode_floor_s=float(e[0]), attn_decode_per_seq_s=float(e[1]),
-                            attn_decode_eff_mem=float(e[2]))
+        return _kernel_with(base, attn_decode_floor_s=float(e[0]),
+                            attn_decode_per_seq_kv_head_s=float(e[1]), attn_decode_eff_mem=float(e[2]))
 
     def res_dec(x):
-        m = build_model("llama-2-7b", "a100-80gb", 1, make_dec(x))
+        m = build_model(model, gpu, tp, make_dec(x))
         return np.log(m.attention_decode_layer_s(B, B * C) / md)
 
-    r = _ls(res_dec, np.log([5e-6, 1e-6, 0.85]), np.log([1e-8, 1e-9, 0.05]), np.log([1e-4, 1e-4, 1.5]))
+    r = _ls(res_dec, np.log([5e-6, 3e-8, 0.85]), np.log([1e-8, 1e-12, 0.05]), np.log([1e-4, 1e-5, 1.5]))
     k = make_dec(r.x)
     chunks = list(zip(pf["chunk"].astype(int), pf["context"].astype(int)))
     mp = pf["measured_s"].to_numpy(float)
@@ -173,15 +184,24 @@ def fit_attention(dec: pd.DataFrame, pf: pd.DataFrame, base: KernelParams) -> Ke
     def make_pf(x):
         e = np.exp(x)
         return _kernel_with(k, attn_prefill_eff_compute=float(e[0]), attn_prefill_eff_mem=float(e[1]),
-                            attn_prefill_floor_s=float(e[2]), attn_prefill_per_token_s=float(e[3]))
+                            attn_prefill_floor_s=float(e[2]), attn_prefill_per_token_s=float(e[3]),
+                            attn_prefill_ctx_eff_compute=float(e[4]))
 
     def res_pf(x):
-        m = build_model("llama-2-7b", "a100-80gb", 1, make_pf(x))
+        m = build_model(model, gpu, tp, make_pf(x))
         return np.log(np.array([m.attention_prefill_layer_s([c]) for c in chunks]) / mp)
 
-    r = _ls(res_pf, np.log([0.4, 0.6, 1e-5, 1e-8]), np.log([0.02, 0.02, 1e-8, 1e-12]),
-            np.log([1.0, 1.5, 1e-3, 1e-6]))
+    r = _ls(res_pf, np.log([0.4, 0.6, 1e-5, 1e-8, 0.4]), np.log([0.02, 0.02, 1e-8, 1e-12, 0.02]),
+            np.log([1.0, 1.5, 1e-3, 1e-6, 1.0]))
     return make_pf(r.x)
+
+
+def fit_attention_rows_hopper(ref: Path, base: KernelParams) -> KernelParams:
+    """Hopper attention (fitted on the H200 rows; efficiencies are fractions of each GPU's peaks,
+    so H100 and H200 share them) applied on top of ``base``."""
+    from inferencegym.sim.calibration.gpu_fit import fit_attention_rows
+
+    return fit_attention_rows(R.h200_profile(ref), "h200-141gb", base)
 
 
 # ----------------------------------------------------------------------------- 5. engine
@@ -238,12 +258,21 @@ def fit_all(ref: Path, progress=None) -> dict:
     network["pcie"] = {"latency_s": {"2": 3.0e-5, "4": 4.0e-5, "8": 5.0e-5},
                        "gbytes_per_s": {"2": 12.0, "4": 8.0, "8": 6.0}}
     ops = R.vidur_ops(ref)
+    from inferencegym.sim.calibration.engines import fit_vllm_v1
+    from inferencegym.sim.calibration.gpu_fit import fit_gpu_profile
+
     kernels: dict[str, KernelParams] = {}
-    attn = None
+    profile_elem: dict[str, dict] = {}
     for gpu in CALIBRATED_GPUS:
         fam = network[NETWORK_FAMILY[gpu]]
         k = KernelParams.from_dict({"allreduce_latency_s": fam["latency_s"],
                                     "allreduce_gbytes_per_s": fam["gbytes_per_s"]})
+        if gpu == "h200-141gb":  # measured per-op and whole-model rows (no Vidur profile)
+            step(f"GEMMs, attention, elementwise {gpu}")
+            base = _kernel_with(kernels["h100-80gb"], allreduce_latency_s=fam["latency_s"],
+                                allreduce_gbytes_per_s=fam["gbytes_per_s"])
+            kernels[gpu], profile_elem[gpu] = fit_gpu_profile(R.h200_profile(ref), gpu, base)
+            continue
         step(f"GEMMs {gpu}")
         k = fit_gemm(ops, gpu, k)
         step(f"elementwise {gpu}")
@@ -251,15 +280,19 @@ def fit_all(ref: Path, progress=None) -> dict:
         if gpu == "a100-80gb":
             step("attention a100-80gb")
             k = fit_attention(R.vidur_attention_decode(ref), R.vidur_attention_prefill(ref), k)
-            attn = {f: getattr(k, f) for f in KernelParams.__dataclass_fields__ if f.startswith("attn_")}
+        elif gpu == "h100-80gb":  # provisional: refined below with the H200 (Hopper) attention fit
+            step("attention h200-141gb (Hopper)")
+            k = fit_attention_rows_hopper(ref, k)
         kernels[gpu] = k
-    # H100: no attention samples -> A100 attention efficiencies against H100 peaks
-    kernels["h100-80gb"] = _kernel_with(kernels["h100-80gb"], **attn)
     scalar = [f for f in KernelParams.__dataclass_fields__ if not f.startswith("allreduce")]
-    default = {f: float(np.mean([getattr(kernels[g], f) for g in CALIBRATED_GPUS])) for f in scalar}
+    default = {f: float(np.mean([getattr(kernels[g], f) for g in SPEC_DEFAULT_FROM])) for f in scalar}
     kernels["default"] = KernelParams.from_dict(default)
-    step("engine overhead")
-    engine = fit_engine(R.splitwise_times(ref), kernels)
+    step("engine overhead vllm-2023")  # 2023 engines: Ampere-era attention kernels on every GPU
+    attn_2023 = {f: getattr(kernels["a100-80gb"], f) for f in KernelParams.__dataclass_fields__
+                 if f.startswith("attn_")}
+    engine = fit_engine(R.splitwise_times(ref), {g: _kernel_with(k, **attn_2023) for g, k in kernels.items()})
+    step("engine overhead vllm-v1")
+    v1 = fit_vllm_v1(lambda mo, g, tp: build_model(mo, g, tp, kernels[g]))
 
     def strip(k: KernelParams) -> dict:
         d = k.to_dict()
@@ -270,13 +303,18 @@ def fit_all(ref: Path, progress=None) -> dict:
     return {
         "version": datetime.now(timezone.utc).strftime("%Y%m%d"),
         "description": "Fitted by python -m inferencegym.sim.calibration.fit on Vidur profiles "
-                       "(kernels, all-reduce) and SplitwiseSim end-to-end times (engine overhead).",
+                       "(A100/H100 kernels, all-reduce), the measured H200 Llama-2-7B rows (H200 "
+                       "kernels, Hopper attention), SplitwiseSim end-to-end times (engine profile "
+                       "vllm-2023) and vLLM performance-CI latencies (engine profile vllm-v1).",
         "heldout_vidur": [list(h) for h in HELDOUT_VIDUR],
         "heldout_splitwise": [list(h) for h in HELDOUT_SPLITWISE],
         "gpus": {g: strip(kernels[g]) for g in CALIBRATED_GPUS},
+        "attention_family": dict(ATTENTION_FAMILY),
+        "profile_elementwise": profile_elem,
         "default_gpu": strip(kernels["default"]),
         "network": network,
-        "engine": engine.to_dict(),
+        "engines": {"vllm-2023": engine.to_dict(), "vllm-v1": v1.to_dict()},
+        "engine_attention": {"vllm-2023": "a100-80gb"},
     }
 
 
