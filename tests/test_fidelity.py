@@ -127,3 +127,89 @@ def test_gpu_profile_loader_rejects_bad_rows(tmp_path):
     p.write_text(json.dumps({"rows": [{"op": "softmax"}]}))
     with pytest.raises(ValueError, match="valid: attn_pre_proj"):
         R.gpu_profile(p)
+
+
+def _load_gpu_profile_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_profile.py"
+    spec = importlib.util.spec_from_file_location("gpu_profile_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_profile_script_writes_the_shared_schema_with_a_fake_timer(tmp_path):
+    """benchmarks/gpu_profile.py without a GPU: plan -> measure (fake timer = the H200 preset's own
+    kernel predictions) -> file; the loader reads it and a fit on it recovers the preset."""
+    from inferencegym.sim.calibration.gpu_fit import whole_model_time_s
+
+    gp = _load_gpu_profile_module()
+    rows = gp.plan("llama-3-8b", 1)
+    ops = {r["op"] for r in rows}
+    assert ops == {"attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj", "attn_prefill",
+                   "attn_decode", "model_prefill", "model_decode"}
+    assert all("time_s" not in r for r in rows)
+    assert len(gp.plan("llama-3-8b", 1, quick=True)) < len(rows) / 3
+    truth = ExecutionModel.from_preset(model="llama-3-8b", gpu="h200-141gb", engine_profile="kernel-only")
+
+    def fake(r):
+        op = r["op"]
+        if op.endswith("_proj"):
+            return float(truth.layer_op_times_s(float(r["n_tokens"]))[op])
+        if op == "attn_decode":
+            return truth.attention_decode_layer_s(r["batch"], r["batch"] * r["context"])
+        if op == "attn_prefill":
+            return truth.attention_prefill_layer_s([(r["chunk"], r["context"])])
+        return whole_model_time_s(truth, op, r.get("prompt_tokens", 0), r.get("batch", 0), r.get("context", 0))
+
+    seen = []
+    done = gp.measure(rows, fake, progress=lambda i, n, r: seen.append(i))
+    assert seen[-1] == len(rows) and all(r["time_s"] > 0 for r in done)
+    out = tmp_path / "fake_gpu.json"
+    gp.write_profile(out, {"device": "fake"}, done)
+    info, df = R.gpu_profile(out)
+    assert info == {"device": "fake"} and len(df) == len(rows)
+    with pytest.raises(ValueError, match="positive time"):
+        gp.measure(rows[:1], lambda r: 0.0)
+    # calibrate --profile on it: a new GPU with the H200's datasheet figures reproduces the kernels
+    from typer.testing import CliRunner
+
+    from inferencegym.cli import app
+
+    cal = tmp_path / "fake_cal.json"
+    r = CliRunner().invoke(app, ["calibrate", "--profile", str(out), "--gpu", "fake-hopper", "--fp16-tflops",
+                                 "989.4", "--mem-gbytes-per-s", "4800", "--memory-gb", "141", "--out", str(cal)])
+    assert r.exit_code == 0, r.output
+    fitted = json.loads(cal.read_text())
+    for fam in ("gemm", "attn_prefill", "attn_decode"):
+        assert fitted["errors"]["ops"][fam]["mape_pct"] < 3.0, fam
+
+
+def test_calibrate_profile_on_the_h200_rows_gives_a_preset_within_the_stated_error(reference_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from inferencegym.cli import app
+    from inferencegym.sim.calibration.custom import load_gpu_calibration
+
+    src = reference_dir / "h200" / "h200_llama2_7b_profile.json"
+    cal = tmp_path / "my_h200.json"
+    r = CliRunner().invoke(app, ["calibrate", "--profile", str(src), "--gpu", "my-h200", "--fp16-tflops", "989.4",
+                                 "--mem-gbytes-per-s", "4800", "--memory-gb", "141", "--out", str(cal)])
+    assert r.exit_code == 0, r.output
+    preset = load_gpu_calibration(cal)
+    assert preset.name == "my-h200"
+    m = ExecutionModel.from_preset(model="llama-2-7b", gpu="my-h200", engine_profile="kernel-only")
+    d = E.gpu_profile_errors(R.h200_profile(reference_dir), "my-h200",
+                             json.loads(cal.read_text())["profile_elementwise"])
+    for fam in ("gemm", "attn_prefill", "attn_decode"):
+        assert d[d["family"] == fam]["ape"].mean() <= 15.0, fam
+    pf = d[(d["family"] == "model_prefill") & (d["prompt_tokens"] >= 512)]
+    assert pf["ape"].mean() <= 10.0 and d[d["family"] == "model_decode"]["ape"].mean() <= 10.0
+    e = m.calibration_error()
+    assert e["kernels"]["gemm"]["status"] == "fitted" and e["kernels"]["elementwise"]["status"] == "transferred"
+    # missing datasheet figures for a new GPU: a clear error, nothing written
+    bad = tmp_path / "bad.json"
+    r = CliRunner().invoke(app, ["calibrate", "--profile", str(src), "--gpu", "other-gpu", "--out", str(bad)])
+    assert r.exit_code != 0 and "datasheet" in r.output and not bad.exists()

@@ -222,11 +222,22 @@ def engine_params(profile: str) -> EngineParams:
     return EngineParams.from_dict(load_calibration()["engines"][profile])
 
 
+_REGISTERED_KERNELS: dict[str, dict] = {}
+
+
+def register_gpu_kernel(gpu_name: str, kernel: dict) -> None:
+    """Use ``kernel`` (KernelParams fields without the all-reduce ones) for ``gpu_name`` from now on
+    (a GPU fitted by ``inferencegym calibrate --profile``; see ``calibration.custom``)."""
+    KernelParams.from_dict(dict(kernel))  # validate the keys now
+    _REGISTERED_KERNELS[gpu_name] = dict(kernel)
+    _params_for.cache_clear()
+
+
 @lru_cache(maxsize=64)
 def _params_for(gpu_name: str, network_profile: str,
                 engine_profile: str = "vllm-2023") -> tuple[KernelParams, EngineParams, bool]:
     cal = load_calibration()
-    gpus = cal.get("gpus", {})
+    gpus = {**cal.get("gpus", {}), **_REGISTERED_KERNELS}
     if gpu_name in gpus:
         kd = dict(gpus[gpu_name])
         fitted = True

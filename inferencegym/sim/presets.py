@@ -223,6 +223,17 @@ def _lookup(registry: dict, name: str, kind: str):
         raise ValueError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(registry))}") from None
 
 
+def register_gpu(preset: GPUPreset, *, replace: bool = False) -> GPUPreset:
+    """Add a GPU preset (e.g. one fitted by ``inferencegym calibrate --profile``). Refuses to
+    shadow an existing name unless ``replace=True``."""
+    if not isinstance(preset, GPUPreset):
+        raise TypeError(f"expected a GPUPreset, got {type(preset).__name__}")
+    if preset.name in _GPUS and not replace and _GPUS[preset.name] != preset:
+        raise ValueError(f"gpu preset {preset.name!r} already exists; choose another name or pass replace=True")
+    _GPUS[preset.name] = preset
+    return preset
+
+
 def get_gpu(name: str) -> GPUPreset:
     """The GPU preset called ``name`` (ValueError listing valid names otherwise)."""
     return _lookup(_GPUS, name, "gpu")

@@ -17,6 +17,7 @@ from inferencegym.sim.calibration.engines import VLLM_CI_LATENCY, fixed_batch_la
 from inferencegym.sim.calibration.fit import build_model, is_heldout_splitwise, is_heldout_vidur
 from inferencegym.sim.calibration.gpu_fit import (WHOLE_OPS, is_fit_whole_row, whole_model_time_s,
                                                   with_profile_elementwise)
+from inferencegym.sim.calibration.uncertainty import load_error_table
 from inferencegym.sim.execution import ExecutionModel, KernelParams, _params_for, load_calibration
 from inferencegym.sim.presets import get_gpu
 
@@ -134,7 +135,7 @@ def summarise(d: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     return d.groupby(by).agg(**agg).reset_index()
 
 
-def gpu_profile_errors(rows: pd.DataFrame, gpu: str) -> pd.DataFrame:
+def gpu_profile_errors(rows: pd.DataFrame, gpu: str, profile_elementwise: dict | None = None) -> pd.DataFrame:
     """A GPU profile's rows (``reference.gpu_profile``) against the committed calibration of
     ``gpu``, kernel only. Per-op rows use the preset's kernels; whole-model rows use the profile's
     own (unfused) elementwise parameters when the calibration has them. ``family``: gemm,
@@ -142,7 +143,7 @@ def gpu_profile_errors(rows: pd.DataFrame, gpu: str) -> pd.DataFrame:
     whole-model rows outside the elementwise fit (see ``gpu_fit.is_fit_whole_row``)."""
     g = get_gpu(gpu)
     kernel, _, _ = _params_for(g.name, g.network_profile, "kernel-only")
-    pe = load_calibration().get("profile_elementwise", {}).get(gpu)
+    pe = profile_elementwise or load_calibration().get("profile_elementwise", {}).get(gpu)
     whole_kernel = with_profile_elementwise(kernel, pe) if pe else kernel
     models: dict = {}
     pred, fam, held = [], [], []
@@ -213,6 +214,11 @@ def cross_gpu_errors(ref: Path) -> pd.DataFrame:
     att["family"] = att["op"]
     parts.append(att)
     return _finish(pd.concat(parts, ignore_index=True))
+
+
+def load_error_table_ops(gpu: str) -> dict:
+    """The committed per-family error entries of a calibrated GPU."""
+    return load_error_table()["ops"][gpu]
 
 
 def _band(d: pd.DataFrame) -> dict:

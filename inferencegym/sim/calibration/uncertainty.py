@@ -21,6 +21,14 @@ from functools import lru_cache
 from importlib import resources
 
 
+_REGISTERED: dict[str, dict] = {}
+
+
+def register_gpu_errors(gpu: str, ops: dict) -> None:
+    """Error bands of a GPU fitted at run time (``calibration.custom``), per op family."""
+    _REGISTERED[gpu] = dict(ops)
+
+
 @lru_cache(maxsize=1)
 def load_error_table() -> dict:
     """The committed error table, parsed once per process."""
@@ -42,7 +50,7 @@ def calibration_error_for(*, gpu: str, model: str, tensor_parallel: int, engine_
     """Per op family ``{status, band_pct, source}``, the engine profile's end-to-end band, the
     measured ranges and the list of extrapolations for ``model`` at ``tensor_parallel`` on ``gpu``."""
     t = load_error_table() if table is None else table
-    ops = t["ops"].get(gpu) if gpu_calibrated else None
+    ops = (_REGISTERED.get(gpu) or t["ops"].get(gpu)) if gpu_calibrated else None
     fams = {}
     notes = []
     if ops is None:
