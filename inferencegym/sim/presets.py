@@ -182,6 +182,10 @@ _MODELS: dict[str, ModelPreset] = {
         name="llama-3-70b", num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8,
         ffn_size=28672, vocab_size=128256, draft_model="llama-3.2-1b",
         hf_id="meta-llama/Meta-Llama-3-70B"),
+    "codellama-34b": ModelPreset(
+        name="codellama-34b", num_layers=48, hidden_size=8192, num_heads=64, num_kv_heads=8,
+        ffn_size=22016, vocab_size=32000, draft_model="tinyllama-1.1b",
+        hf_id="codellama/CodeLlama-34b-hf"),
     # Draft models for speculative decoding (same tokenizers as their targets).
     "tinyllama-1.1b": ModelPreset(
         name="tinyllama-1.1b", num_layers=22, hidden_size=2048, num_heads=32, num_kv_heads=4,
