@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import engine_validation as EV  # benchmarks/engine_validation.py (this script's folder is on sys.path)
 import numpy as np
 import pandas as pd
 
@@ -157,12 +158,14 @@ def main(argv=None) -> str:
     ap.add_argument("--reference-dir", type=Path, default=R.default_reference_dir())
     ap.add_argument("--out", type=Path, default=None, help="also write the markdown here")
     ap.add_argument("--plot", type=Path, default=None, help="scatter plot of predicted vs measured")
+    ap.add_argument("--blis", action="store_true",
+                    help="also replay the BLIS vLLM-V1 H100 runs (benchmarks/engine_validation.py, ~1-2 min)")
     ap.add_argument("--error-json", type=Path, default=ERROR_JSON,
                     help="where to write the error table ExecutionModel.calibration_error() reads")
     a = ap.parse_args(argv)
     ref = a.reference_dir
     cmd = "`.venv/bin/python benchmarks/calibration_report.py" + (f" --out {a.out}" if a.out else "") \
-        + (f" --plot {a.plot}" if a.plot else "") + "`"
+        + (f" --plot {a.plot}" if a.plot else "") + (" --blis" if a.blis else "") + "`"
     ops = E.ops_errors(ref)
     it = E.iteration_errors(ref)
     att = E.attention_errors(ref)
@@ -200,6 +203,10 @@ def main(argv=None) -> str:
     s.append("Llama-2-70B A100 decode at batch 1 (median over prompt/output sizes), TP8 held out:\n")
     s.append(md(t) + "\n")
     s.extend(fidelity_sections(ref, a.error_json))
+    if a.blis:
+        s.append("## Engine profiles on measured vLLM V1 serving (BLIS H100 runs, replayed)\n")
+        s.append(EV.__doc__.split("\n\n", 2)[2].strip() + "\n")
+        s.append(EV.markdown(EV.validate(ref, ["vllm-v1", "vllm-2023"])) + "\n")
     s.append("## Technique cost figures (model outputs, not measurements)\n")
     s.append("spec x = tokens/s with speculation (alpha 0.8, k 4, context 512) over without; "
              "int dec/pf x = FP16 time / quantized time (decode B1 ctx 1024, prefill 2048).\n")

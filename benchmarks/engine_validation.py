@@ -68,29 +68,42 @@ def simulate(run: dict, profile: str, seed: int = 0) -> dict:
     return {"ttft_ms": 1e3 * float(np.mean(ttft)), "tpot_ms": 1e3 * float(np.mean(tpot)), "requests": len(reqs)}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reference-dir", type=Path, default=default_reference_dir())
-    ap.add_argument("--profiles", nargs="+", default=["vllm-v1", "vllm-2023", "kernel-only"])
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
+def validate(ref: Path, profiles, on_row=None) -> list[dict]:
+    """One row per (run, profile): measured and simulated TTFT and TPOT means."""
     rows = []
-    for run in load_runs(a.reference_dir):
-        for prof in a.profiles:
+    for run in load_runs(ref):
+        for prof in profiles:
             s = simulate(run, prof)
             rows.append({"run": run["experiment"].split("-", 2)[-1], "profile": prof,
                          "ttft_ms_measured": run["ttft_ms"], "ttft_ms_sim": s["ttft_ms"],
                          "tpot_ms_measured": run["tpot_ms"], "tpot_ms_sim": s["tpot_ms"],
                          "tpot_err_pct": 100 * (s["tpot_ms"] / run["tpot_ms"] - 1),
                          "ttft_err_pct": 100 * (s["ttft_ms"] / run["ttft_ms"] - 1)})
-            if a.json:
-                print(json.dumps(rows[-1]), flush=True)
+            if on_row:
+                on_row(rows[-1])
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| run | profile | TTFT ms measured | TTFT ms sim | TTFT err % | TPOT ms measured | TPOT ms sim | TPOT err % |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['run']} | {r['profile']} | {r['ttft_ms_measured']:.1f} | {r['ttft_ms_sim']:.1f} | "
+                   f"{r['ttft_err_pct']:+.0f} | {r['tpot_ms_measured']:.2f} | {r['tpot_ms_sim']:.2f} | "
+                   f"{r['tpot_err_pct']:+.0f} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reference-dir", type=Path, default=default_reference_dir())
+    ap.add_argument("--profiles", nargs="+", default=["vllm-v1", "vllm-2023", "kernel-only"])
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    rows = validate(a.reference_dir, a.profiles,
+                    on_row=(lambda r: print(json.dumps(r), flush=True)) if a.json else None)
     if not a.json:
-        print("| run | profile | TTFT ms measured | TTFT ms sim | TPOT ms measured | TPOT ms sim | TPOT err % |")
-        print("|---|---|---|---|---|---|---|")
-        for r in rows:
-            print(f"| {r['run']} | {r['profile']} | {r['ttft_ms_measured']:.1f} | {r['ttft_ms_sim']:.1f} | "
-                  f"{r['tpot_ms_measured']:.2f} | {r['tpot_ms_sim']:.2f} | {r['tpot_err_pct']:+.0f} |")
+        print(markdown(rows))
     return 0
 
 
