@@ -50,7 +50,7 @@ def load_runs(ref: Path) -> list[dict]:
 def simulate(run: dict, profile: str, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     reqs, t0 = [], 0.0
-    p, o = int(round(run["input"])), int(round(run["output"]))
+    p, o = round(run["input"]), round(run["output"])
     for rate, dur in STAGES[run["workload"]]:
         t = t0 + np.cumsum(rng.exponential(1.0 / rate, size=int(rate * dur * 1.3) + 10))
         for x in t[t < t0 + dur]:

@@ -49,6 +49,18 @@ def timeit_graph(fn, inner=20, reps=7) -> float:
     return t
 
 
+def _gemm_ceiling_tflops(dev) -> float:
+    a = torch.randn(8192, 8192, device=dev, dtype=DT)
+    b = torch.randn_like(a)
+    return 2 * 8192**3 / timeit(lambda: a @ b, reps=10) / 1e12
+
+
+def _copy_ceiling_tbps(dev) -> float:
+    x = torch.empty(int(2e9), dtype=torch.uint8, device=dev)
+    y = torch.empty_like(x)
+    return 2 * 2e9 / timeit(lambda: y.copy_(x), reps=10) / 1e12
+
+
 class CudaBackend:
     """``backend(row) -> seconds`` for the rows of ``gpu_profile.plan`` of one model preset."""
 
@@ -60,17 +72,10 @@ class CudaBackend:
         self._llama = None
 
     def info(self) -> dict:
-        a = torch.randn(8192, 8192, device=self.dev, dtype=DT)
-        b = torch.randn_like(a)
-        t = timeit(lambda: a @ b, reps=10)
-        x = torch.empty(int(2e9), dtype=torch.uint8, device=self.dev)
-        y = torch.empty_like(x)
-        tc = timeit(lambda: y.copy_(x), reps=10)
-        del a, b, x, y
-        torch.cuda.empty_cache()
+        """Device, versions and the measured ceilings (bf16 8192^3 GEMM, device copy read + write)."""
         return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                "capability": list(torch.cuda.get_device_capability()), "bf16_tflops_8k": 2 * 8192**3 / t / 1e12,
-                "copy_tbytes_per_s_rw": 2 * 2e9 / tc / 1e12,
+                "capability": list(torch.cuda.get_device_capability()),
+                "bf16_tflops_8k": _gemm_ceiling_tflops(self.dev), "copy_tbytes_per_s_rw": _copy_ceiling_tbps(self.dev),
                 "memory_bytes": torch.cuda.get_device_properties(0).total_memory}
 
     def _heads(self):
@@ -82,7 +87,7 @@ class CudaBackend:
         op = row["op"]
         m, tp = self.mp, self.tp
         nh, nkv, d = self._heads()
-        g = lambda *s: torch.randn(*s, device=self.dev, dtype=DT) * 0.02  # noqa: E731
+        g = lambda *s: torch.randn(*s, device=self.dev, dtype=DT) * 0.02
         if op in ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"):
             k, n_out = {"attn_pre_proj": (m.hidden_size, (nh + 2 * nkv) * d),
                         "attn_post_proj": (nh * d, m.hidden_size),
@@ -127,7 +132,7 @@ class Llama:
     def __init__(self, mp, dev) -> None:
         self.mp, self.dev, self.d = mp, dev, mp.head_dim
         h, nh, nkv, d, ffn = mp.hidden_size, mp.num_heads, mp.num_kv_heads, mp.head_dim, mp.ffn_size
-        g = lambda *s: torch.randn(*s, device=dev, dtype=DT) * 0.02  # noqa: E731
+        g = lambda *s: torch.randn(*s, device=dev, dtype=DT) * 0.02
         self.emb, self.head = g(mp.vocab_size, h), g(h, mp.vocab_size)
         self.layers = [dict(qkv=g(h, (nh + 2 * nkv) * d), o=g(nh * d, h), up=g(h, 2 * ffn), down=g(ffn, h),
                             n1=torch.ones(h, device=dev, dtype=DT), n2=torch.ones(h, device=dev, dtype=DT))

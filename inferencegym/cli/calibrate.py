@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 
-def _calibrate_profile(profile: Path, gpu: Optional[str], out: Optional[Path], fp16_tflops, mem_gbytes_per_s,
+def _calibrate_profile(profile: Path, gpu: str | None, out: Path | None, fp16_tflops, mem_gbytes_per_s,
                        memory_gb, base_gpu: str) -> None:
     """``calibrate --profile``: fit one GPU preset on a GPU profile file and write it to ``out``."""
     import json
@@ -46,18 +45,18 @@ def _calibrate_profile(profile: Path, gpu: Optional[str], out: Optional[Path], f
 def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     def calibrate(
-        reference_dir: Optional[Path] = typer.Option(
+        reference_dir: Path | None = typer.Option(
             None, help="Reference data folder (default: $INFERENCEGYM_REFERENCE_DIR or ../shared/reference)."),
-        out: Optional[Path] = typer.Option(
+        out: Path | None = typer.Option(
             None, help="Where to write the fitted JSON (default: the package's data/calibration.json)."),
         report: bool = typer.Option(True, help="Print the error summary of the new fit."),
-        profile: Optional[Path] = typer.Option(
+        profile: Path | None = typer.Option(
             None, help="Fit one GPU on your measurements instead (benchmarks/gpu_profile.py output); "
                        "needs --gpu and --out."),
-        gpu: Optional[str] = typer.Option(None, help="With --profile: the GPU's preset name (new or existing)."),
-        fp16_tflops: Optional[float] = typer.Option(None, help="With --profile, new GPU: dense FP16 TF/s."),
-        mem_gbytes_per_s: Optional[float] = typer.Option(None, help="With --profile, new GPU: memory GB/s."),
-        memory_gb: Optional[float] = typer.Option(None, help="With --profile, new GPU: memory, GB."),
+        gpu: str | None = typer.Option(None, help="With --profile: the GPU's preset name (new or existing)."),
+        fp16_tflops: float | None = typer.Option(None, help="With --profile, new GPU: dense FP16 TF/s."),
+        mem_gbytes_per_s: float | None = typer.Option(None, help="With --profile, new GPU: memory GB/s."),
+        memory_gb: float | None = typer.Option(None, help="With --profile, new GPU: memory, GB."),
         base_gpu: str = typer.Option("h100-80gb", help="With --profile: calibrated GPU of the same family "
                                                         "(network, fused elementwise kernels)."),
     ) -> None:

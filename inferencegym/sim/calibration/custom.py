@@ -70,7 +70,7 @@ def fit_custom_gpu(profile: Path, preset: GPUPreset, *, base_gpu: str = "h100-80
         d = err[err["family"] == fam]
         if len(d):
             ops[fam] = {"mape_pct": round(float(d["ape"].mean()), 2), "heldout_mape_pct": None,
-                        "rows": int(len(d)), "status": "fitted", "models": sorted(set(d["model"])),
+                        "rows": len(d), "status": "fitted", "models": sorted(set(d["model"])),
                         "tps": sorted(int(t) for t in set(d["tp"])), "source": f"profile {Path(profile).name}"}
     whole = {f"{fam}{'_heldout' if held else ''}": round(float(d["ape"].mean()), 2)
              for (fam, held), d in err[err["family"].str.startswith("model")].groupby(["family", "heldout"])}

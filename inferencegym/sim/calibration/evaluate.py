@@ -14,11 +14,24 @@ import pandas as pd
 
 from inferencegym.sim.calibration import reference as R
 from inferencegym.sim.calibration.engines import VLLM_CI_LATENCY, fixed_batch_latency_s
-from inferencegym.sim.calibration.fit import build_model, is_heldout_splitwise, is_heldout_vidur
-from inferencegym.sim.calibration.gpu_fit import (WHOLE_OPS, is_fit_whole_row, whole_model_time_s,
-                                                  with_profile_elementwise)
+from inferencegym.sim.calibration.fit import (
+    build_model,
+    is_heldout_splitwise,
+    is_heldout_vidur,
+)
+from inferencegym.sim.calibration.gpu_fit import (
+    WHOLE_OPS,
+    is_fit_whole_row,
+    whole_model_time_s,
+    with_profile_elementwise,
+)
 from inferencegym.sim.calibration.uncertainty import load_error_table
-from inferencegym.sim.execution import ExecutionModel, KernelParams, _params_for, load_calibration
+from inferencegym.sim.execution import (
+    ExecutionModel,
+    KernelParams,
+    _params_for,
+    load_calibration,
+)
 from inferencegym.sim.presets import get_gpu
 
 
@@ -225,7 +238,7 @@ def _band(d: pd.DataFrame) -> dict:
     fit, held = d[~d["heldout"]], d[d["heldout"]]
     return {"mape_pct": round(float(fit["ape"].mean()), 2) if len(fit) else None,
             "heldout_mape_pct": round(float(held["ape"].mean()), 2) if len(held) else None,
-            "rows": int(len(d))}
+            "rows": len(d)}
 
 
 def error_table(ref: Path) -> dict:

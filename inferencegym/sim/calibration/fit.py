@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -301,7 +301,7 @@ def fit_all(ref: Path, progress=None) -> dict:
         return {kk: float(v) for kk, v in d.items()}
 
     return {
-        "version": datetime.now(timezone.utc).strftime("%Y%m%d"),
+        "version": datetime.now(UTC).strftime("%Y%m%d"),
         "description": "Fitted by python -m inferencegym.sim.calibration.fit on Vidur profiles "
                        "(A100/H100 kernels, all-reduce), the measured H200 Llama-2-7B rows (H200 "
                        "kernels, Hopper attention), SplitwiseSim end-to-end times (engine profile "

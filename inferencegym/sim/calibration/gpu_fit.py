@@ -25,7 +25,13 @@ import numpy as np
 import pandas as pd
 
 from inferencegym.sim.calibration import reference as R
-from inferencegym.sim.calibration.fit import _kernel_with, _ls, build_model, fit_attention, fit_gemm
+from inferencegym.sim.calibration.fit import (
+    _kernel_with,
+    _ls,
+    build_model,
+    fit_attention,
+    fit_gemm,
+)
 from inferencegym.sim.execution import ExecutionModel, KernelParams
 
 FIT_PROMPT_RANGE = (512, 8192)

@@ -20,7 +20,6 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-
 _REGISTERED: dict[str, dict] = {}
 
 
