@@ -90,13 +90,7 @@ def vidur_compare(trace: Path) -> None:
     next to Vidur's own output; Poisson scenarios use 2,000 (r1) / 4,000 (r4) requests of 512/128."""
     import pandas as pd
 
-    from inferencegym.sim import (
-        Cluster,
-        ClusterConfig,
-        ExecutionModel,
-        ReplicaConfig,
-        Request,
-    )
+    from inferencegym.sim import Cluster, ClusterConfig, ExecutionModel, ReplicaConfig, Request
 
     vid = pd.read_csv(VIDUR_RESULTS).set_index("label")
     wl = load_requests(trace)

@@ -217,3 +217,22 @@ def test_calibrate_profile_on_the_h200_rows_gives_a_preset_within_the_stated_err
     bad = tmp_path / "bad.json"
     r = CliRunner().invoke(app, ["calibrate", "--profile", str(src), "--gpu", "other-gpu", "--out", str(bad)])
     assert r.exit_code != 0 and "datasheet" in r.output and not bad.exists()
+
+
+def test_simulate_cli_engine_profile_and_calibration_error_in_json():
+    from typer.testing import CliRunner
+
+    from inferencegym.cli import app
+
+    out = {}
+    for prof in ("kernel-only", "vllm-2023"):
+        r = CliRunner().invoke(app, ["simulate", "--json", "--engine-profile", prof, "--rate", "4",
+                                     "--duration-s", "20", "--gpu", "h200-141gb"])
+        assert r.exit_code == 0, r.output
+        out[prof] = json.loads(r.output)
+        assert out[prof]["config"]["replica"]["engine_profile"] == prof
+        assert out[prof]["calibration_error"]["engine_profile"] == prof
+        assert out[prof]["calibration_error"]["kernels"]["gemm"]["status"] == "fitted"
+    assert out["vllm-2023"]["tpot_s"]["p50"] > out["kernel-only"]["tpot_s"]["p50"]
+    r = CliRunner().invoke(app, ["simulate", "--json", "--engine-profile", "tgi", "--duration-s", "5"])
+    assert r.exit_code != 0 and "engine_profile" in r.output

@@ -10,7 +10,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -225,37 +225,37 @@ def _print_table(s: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def simulate(
-        model: str | None = typer.Option(None, help="model preset [llama-2-7b]"),
-        gpu: str | None = typer.Option(None, help="GPU preset [a100-80gb]"),
-        tensor_parallel: int | None = typer.Option(None, help="GPUs per replica [1]"),
-        replicas: int | None = typer.Option(None, help="number of replicas [1]"),
-        router: str | None = typer.Option(None, help="round_robin|random|least_outstanding_requests|"
+        model: Optional[str] = typer.Option(None, help="model preset [llama-2-7b]"),
+        gpu: Optional[str] = typer.Option(None, help="GPU preset [a100-80gb]"),
+        tensor_parallel: Optional[int] = typer.Option(None, help="GPUs per replica [1]"),
+        replicas: Optional[int] = typer.Option(None, help="number of replicas [1]"),
+        router: Optional[str] = typer.Option(None, help="round_robin|random|least_outstanding_requests|"
                                                          "least_kv_load|power_of_two_choices|clairvoyant"),
-        scheduler: str | None = typer.Option(None, help="vllm|sarathi|static [vllm]"),
-        batch_cap: int | None = typer.Option(None, help="max running sequences [128]"),
-        chunk_size: int | None = typer.Option(None, help="sarathi tokens per iteration [512]"),
-        kv_budget_fraction: float | None = typer.Option(None, help="fraction of free memory for KV [1.0]"),
-        rate: float | None = typer.Option(None, help="Poisson arrivals per second [2.0]"),
-        duration_s: float | None = typer.Option(None, help="arrival horizon, s [300; whole trace]"),
-        prompt_tokens: int | None = typer.Option(None, help="prompt length of generated requests [512]"),
-        output_tokens: int | None = typer.Option(None, help="output length of generated requests [128]"),
-        trace: Path | None = typer.Option(None, help="replay a trace CSV instead of Poisson arrivals"),
-        trace_format: str | None = typer.Option(None, help="replay|azure|burstgpt|auto [auto]"),
-        seed: int | None = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
-        speculation_depth: int | None = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
-        spec_acceptance: float | None = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
-        quantization: str | None = typer.Option(None, help="fp16|int8|int4 [fp16]"),
-        engine_profile: str | None = typer.Option(None, help="engine overhead: vllm-v1|vllm-2023|"
+        scheduler: Optional[str] = typer.Option(None, help="vllm|sarathi|static [vllm]"),
+        batch_cap: Optional[int] = typer.Option(None, help="max running sequences [128]"),
+        chunk_size: Optional[int] = typer.Option(None, help="sarathi tokens per iteration [512]"),
+        kv_budget_fraction: Optional[float] = typer.Option(None, help="fraction of free memory for KV [1.0]"),
+        rate: Optional[float] = typer.Option(None, help="Poisson arrivals per second [2.0]"),
+        duration_s: Optional[float] = typer.Option(None, help="arrival horizon, s [300; whole trace]"),
+        prompt_tokens: Optional[int] = typer.Option(None, help="prompt length of generated requests [512]"),
+        output_tokens: Optional[int] = typer.Option(None, help="output length of generated requests [128]"),
+        trace: Optional[Path] = typer.Option(None, help="replay a trace CSV instead of Poisson arrivals"),
+        trace_format: Optional[str] = typer.Option(None, help="replay|azure|burstgpt|auto [auto]"),
+        seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
+        speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
+        spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
+        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4 [fp16]"),
+        engine_profile: Optional[str] = typer.Option(None, help="engine overhead: vllm-v1|vllm-2023|"
                                                                 "kernel-only [vllm-v1]"),
-        disaggregate: bool | None = typer.Option(None, "--disaggregate/--colocate",
+        disaggregate: Optional[bool] = typer.Option(None, "--disaggregate/--colocate",
                                                     help="split prefill and decode instances"),
-        prefill_replicas: int | None = typer.Option(None, help="prefill instances when disaggregated [1]"),
-        priority_routing: bool | None = typer.Option(None, "--priority-routing/--no-priority-routing",
+        prefill_replicas: Optional[int] = typer.Option(None, help="prefill instances when disaggregated [1]"),
+        priority_routing: Optional[bool] = typer.Option(None, "--priority-routing/--no-priority-routing",
                                                         help="priority tenants jump queues, may preempt"),
-        tenants: Path | None = typer.Option(None, help="tenants YAML (name, priority, SLOs, share)"),
-        gpu_hour_usd: float | None = typer.Option(None, help="override the preset GPU-hour price"),
-        config: Path | None = typer.Option(None, help="YAML with any of these options (underscored)"),
-        results_parquet: Path | None = typer.Option(None, help="write per-request results here"),
+        tenants: Optional[Path] = typer.Option(None, help="tenants YAML (name, priority, SLOs, share)"),
+        gpu_hour_usd: Optional[float] = typer.Option(None, help="override the preset GPU-hour price"),
+        config: Optional[Path] = typer.Option(None, help="YAML with any of these options (underscored)"),
+        results_parquet: Optional[Path] = typer.Option(None, help="write per-request results here"),
         json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
     ) -> None:
         """Simulate a serving cluster on a trace or Poisson arrivals and summarise latency, throughput, cost."""
