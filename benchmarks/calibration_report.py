@@ -145,8 +145,9 @@ def fidelity_sections(ref: Path, error_json: Path | None) -> list[str]:
              f"(23 us measured, quoted in issue 15; 300 us with the previous per-sequence constant).\n")
     ci = E.vllm_ci_errors()
     s.append("## Engine profiles: vLLM performance-CI fixed-batch latency (batch 8, 32 in / 128 out)\n")
-    s.append("`vllm-v1` is fitted on these five rows (fixed cost per iteration and per layer; per-sequence "
-             "cost fixed), so its errors are fit errors; `vllm-2023` and `kernel-only` are not fitted on them.\n")
+    s.append("`vllm-v1` is fitted on these five rows (a fixed cost per iteration and the latency of the "
+             "engine's own all-reduce; the per-sequence cost is set), so its errors are fit errors; "
+             "`vllm-2023` and `kernel-only` are not fitted on them.\n")
     c = ci.copy()
     c["measured_ms"], c["predicted_ms"] = 1e3 * c["measured_s"], 1e3 * c["predicted_s"]
     s.append(md(c[["engine_profile", "model", "gpu", "tp", "measured_ms", "predicted_ms", "ape"]]) + "\n")

@@ -169,7 +169,7 @@ register_task(_with_rates(TaskSpec(
                           max_prompt_tokens=4096, max_output_tokens=1024),
     grader=_GRADER,
     ref_batch=64.0,
-    options=_opts(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)), capacity_rps=(8.4, 3.2),
+    options=_opts(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)), capacity_rps=(8.5, 3.2),
                   load_fraction=0.8, batch_cap=16, kv_budget_fraction=0.9, chunk_size=512,
                   speculation_depth=0, scheduler="sarathi"),
     **_COMMON)))

@@ -242,6 +242,9 @@ class ExecutionModel:
         self._elem_time_per_token = sum(self._elem_coef.values())
         # all-reduce after O and after down (TP > 1)
         lat, ar_bw = k.allreduce(t)
+        e_lat = self.engine.allreduce_latency_s if self.engine_overhead else None
+        if e_lat is not None and t > 1 and g.network_profile != "pcie":
+            lat = min(lat, e_lat)
         self._ar_lat = lat
         self._ar_time_per_token = (h * _ACT_BYTES / ar_bw) if t > 1 else 0.0
         # attention
@@ -434,14 +437,15 @@ class ExecutionModel:
 
     def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
-        draft's own engine overhead (a forward pass of its own: fixed, per layer and per sequence)."""
+        draft's own launch overhead (per layer and per sequence; the fixed per-iteration cost, CPU-side
+        scheduling and input preparation, is paid once per engine step)."""
         dm = self._draft_model
         assert dm is not None
         a, b = dm.decode_coeffs(B, 0)
         e = self.engine
         if self.engine_overhead:
             f = 1.0 + self._slow * B
-            a = f * a + e.fixed_s + dm._layers * e.per_layer_s + e.per_seq_s * B
+            a = f * a + dm._layers * e.per_layer_s + e.per_seq_s * B
             b = f * b
         return a, b
 

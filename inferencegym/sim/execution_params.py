@@ -118,6 +118,10 @@ class EngineParams:
     """Kernel time is multiplied by ``1 + kernel_slowdown_per_token * n`` for an iteration of n
     batched tokens: end-to-end engines lose efficiency on very large iterations (observed in the
     SplitwiseSim prefill times; ~0 below a few hundred tokens)."""
+    allreduce_latency_s: float | None = None
+    """Latency of one tensor-parallel all-reduce with the engine's own kernel (vLLM's custom
+    all-reduce over NVLink), used where it is below the GPU's NCCL profile; None: NCCL only.
+    Not applied on PCIe-only GPUs (the custom kernel needs NVLink)."""
 
     @classmethod
     def from_dict(cls, d: dict) -> EngineParams:

@@ -2,11 +2,11 @@
 
 * ``vllm-2023``: fitted on SplitwiseSim's end-to-end times (2023 engines: eager decode, synchronous
   scheduling), see ``fit.fit_engine``.
-* ``vllm-v1``: today's vLLM (V1 engine: piecewise CUDA graphs, asynchronous scheduling), fitted on
-  the fixed-batch latencies of vLLM's performance CI (``VLLM_CI_LATENCY``): a fixed per-iteration
-  cost and a per-layer cost (attention runs outside the CUDA graph pieces, one launch per layer);
-  the per-sequence cost is not identifiable from batch-8 runs and is taken from the measured BLIS
-  vLLM-V1 runs' gap between inter-token time and kernel time (``VLLM_V1_PER_SEQ_S``).
+* ``vllm-v1``: today's vLLM (V1 engine: piecewise CUDA graphs, asynchronous scheduling, its own
+  all-reduce kernel for small tensor-parallel messages), fitted on the fixed-batch latencies of
+  vLLM's performance CI (``VLLM_CI_LATENCY``): a fixed per-iteration cost (the TP1 rows) and the
+  engine's all-reduce latency (the TP4 rows); the per-sequence cost is not identifiable from
+  batch-8 runs and is set (``VLLM_V1_PER_SEQ_S``, 10 us).
 * ``kernel-only``: zero overhead (kernel profiles).
 """
 
@@ -42,27 +42,29 @@ def fixed_batch_latency_s(m: ExecutionModel, batch: int, prompt: int, output: in
     return t + steps * a + b * ctx_sum
 
 
-def _features(kernel_models: list[ExecutionModel]) -> np.ndarray:
-    """Per CI row: iterations (fixed cost) and iterations x layers (per-layer cost)."""
-    rows = []
-    for m, (_, _, _, batch, _, out, _) in zip(kernel_models, VLLM_CI_LATENCY):
-        rows.append([out, out * m.model.num_layers, out * batch])
-    return np.array(rows, float)
+AR_LATENCY_GRID_S = tuple(float(x) for x in np.geomspace(2e-6, 60e-6, 121))
+"""Candidate all-reduce latencies of the engine's own kernel (2-60 us, log-spaced)."""
 
 
-def fit_vllm_v1(make_kernel_model) -> EngineParams:
-    """``make_kernel_model(model, gpu, tp)`` -> kernel-only ExecutionModel. Least squares on the
-    relative error of the CI latencies for (fixed_s, per_layer_s) >= 0; per_seq_s fixed."""
-    from scipy.optimize import lsq_linear
-
-    models = [make_kernel_model(mo, g, tp) for mo, g, tp, *_ in VLLM_CI_LATENCY]
-    kern = np.array([fixed_batch_latency_s(m, b, p, o) for m, (_, _, _, b, p, o, _) in
-                     zip(models, VLLM_CI_LATENCY)])
+def fit_vllm_v1(make_model) -> EngineParams:
+    """``make_model(model, gpu, tp, engine)`` -> ExecutionModel with ``engine``'s overhead. For each
+    candidate all-reduce latency, the fixed per-iteration cost is the least-squares (relative error,
+    >= 0) fit of the remaining gap; the pair with the smallest relative error wins. The per-layer
+    cost is not identifiable next to the all-reduce latency on these rows (0); the per-sequence cost
+    is set (``VLLM_V1_PER_SEQ_S``)."""
     meas = np.array([r[-1] for r in VLLM_CI_LATENCY])
-    X = _features(models)
-    resid = meas - kern - X[:, 2] * VLLM_V1_PER_SEQ_S
-    # relative error: divide every row by its measurement
-    sol = lsq_linear(X[:, :2] / meas[:, None], resid / meas, bounds=(0.0, np.inf))
-    fixed, per_layer = (float(v) for v in sol.x)
-    return EngineParams(fixed_s=fixed, per_layer_s=per_layer, per_layer_tp_s=0.0,
-                        per_seq_s=VLLM_V1_PER_SEQ_S, per_token_s=0.0, kernel_slowdown_per_token=0.0)
+    iters = np.array([r[5] for r in VLLM_CI_LATENCY], float)  # one prefill + (output - 1) decodes
+    best = None
+    for lat in AR_LATENCY_GRID_S:
+        eng = EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=VLLM_V1_PER_SEQ_S,
+                           per_token_s=0.0, kernel_slowdown_per_token=0.0, allreduce_latency_s=lat)
+        base = np.array([fixed_batch_latency_s(make_model(mo, g, tp, eng), b, p, o)
+                         for mo, g, tp, b, p, o, _ in VLLM_CI_LATENCY])
+        x, y = iters / meas, (meas - base) / meas
+        fixed = max(0.0, float(x @ y / (x @ x)))
+        err = float(np.sum((x * fixed - y) ** 2))
+        if best is None or err < best[0]:
+            best = (err, lat, fixed)
+    _, lat, fixed = best
+    return EngineParams(fixed_s=fixed, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=VLLM_V1_PER_SEQ_S,
+                        per_token_s=0.0, kernel_slowdown_per_token=0.0, allreduce_latency_s=lat)

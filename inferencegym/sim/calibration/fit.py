@@ -292,7 +292,7 @@ def fit_all(ref: Path, progress=None) -> dict:
                  if f.startswith("attn_")}
     engine = fit_engine(R.splitwise_times(ref), {g: _kernel_with(k, **attn_2023) for g, k in kernels.items()})
     step("engine overhead vllm-v1")
-    v1 = fit_vllm_v1(lambda mo, g, tp: build_model(mo, g, tp, kernels[g]))
+    v1 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, kernels[g], eng))
 
     def strip(k: KernelParams) -> dict:
         d = k.to_dict()
