@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from inferencegym.sim.calibration import reference as R
-from inferencegym.sim.calibration.fit import (
+from inferencegym.sim.calibration.stages import (
     _kernel_with,
     _ls,
     build_model,
