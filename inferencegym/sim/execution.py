@@ -1,8 +1,9 @@
 """Execution-time model: how long one iteration of a replica takes.
 
 A roofline model per transformer layer (summed over layers; tensor parallelism splits heads and the
-MLP across the GPUs of a replica), with efficiencies fitted on measured kernel profiles (Vidur) and
-an engine overhead fitted on measured end-to-end times (SplitwiseSim); see ``docs/calibration.md``.
+MLP across the GPUs of a replica), with efficiencies fitted on measured kernel profiles (Vidur's
+A100/H100 profiles, measured H200 rows) and the overhead of a named engine profile (``vllm-v1``,
+``vllm-2023``, ``kernel-only``; parameters in ``execution_params``); see ``docs/calibration.md``.
 
 Per layer and per iteration with ``n`` batched tokens:
 
@@ -11,15 +12,16 @@ Per layer and per iteration with ``n`` batched tokens:
   iteration plus activations at bandwidth BW);
 * elementwise ops (2 RMSNorms, RoPE, SiLU*mul, one residual add as profiled by Vidur; vLLM fuses
   the other into the norm): bandwidth-bound, one efficiency per op;
-* attention prefill per chunk (FlashAttention-like): causal FLOPs ``4*heads*d*N*(C + (N+1)/2)``
-  (quadratic in the chunk N, linear in the context C already cached), roofline with KV bytes read;
-* attention decode: KV bytes read (linear in the batch's total context), a per-sequence term and,
-  with speculative verification, k+1 queries per sequence;
+* attention prefill per chunk (FlashAttention-like): causal FLOPs ``4*heads*d*N*(N+1)/2`` and
+  cached-context FLOPs ``4*heads*d*N*C`` at their own efficiencies, roofline with KV bytes read;
+* attention decode: KV bytes read (linear in the batch's total context), a term per sequence and
+  KV head on the GPU (GQA, TP) and, with speculative verification, k+1 queries per sequence;
 * tensor-parallel all-reduce, two per layer: ``latency(tp) + bytes / bandwidth(tp)``;
 * outside the layers: embedding, final norm, LM head (FP16, only on tokens that need logits);
 * engine overhead per iteration: kernel time x ``(1 + slowdown * n)`` plus ``fixed + layers *
   (per_layer + per_layer_tp * (tp-1)) + per_seq * sequences + per_token * n`` (scheduling,
-  sampling, kernel launches, synchronisation: what kernel profiles miss).
+  sampling, kernel launches, synchronisation: what kernel profiles miss); an engine with its own
+  all-reduce kernel (``vllm-v1``) replaces the NCCL latency where it is lower.
 
 Speculative decoding (depth k): k sequential draft decode passes at batch B (draft model at TP 1 on
 one GPU of the replica), then one target pass verifying k+1 tokens per sequence. Quantization tiers
