@@ -71,12 +71,14 @@ def prefix_requests(seed: int = 0, *, rate: float = 6.0, duration_s: float = 330
 
 
 def run_once(workload, replicas: int, scheduler: str = "vllm", kernel_only: bool = False, *,
-             router: str = "round_robin", prefix_caching: bool = True) -> dict:
+             router: str = "round_robin", prefix_caching: bool = True,
+             engine_profile: str = "vllm-v1") -> dict:
     from inferencegym.sim import Cluster, ClusterConfig, ExecutionModel, ReplicaConfig
 
     cfg = ClusterConfig(replica=ReplicaConfig(model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1,
                                               scheduler=scheduler, batch_cap=128,
-                                              prefix_caching=prefix_caching),
+                                              prefix_caching=prefix_caching,
+                                              engine_profile=engine_profile),
                         num_replicas=replicas, router=router)
     reqs = workload.to_requests() if hasattr(workload, "to_requests") else [
         dataclasses.replace(r) for r in workload]
@@ -164,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="replay CSV (arrived_at,...)")
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--scheduler", default="vllm")
+    ap.add_argument("--engine-profile", default="vllm-v1",
+                    help="engine overhead profile: vllm-v1, vllm-2023 (the pre-profile default) or kernel-only")
     ap.add_argument("--kernel-only", action="store_true",
                     help="execution model without the fitted engine overhead (like Vidur's profiles)")
     ap.add_argument("--vidur-compare", action="store_true",
@@ -183,12 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     wl = load_requests(args.trace)
     for n in args.replicas:
-        runs = [run_once(wl, n, args.scheduler, args.kernel_only) for _ in range(args.repeats)]
+        runs = [run_once(wl, n, args.scheduler, args.kernel_only, engine_profile=args.engine_profile)
+                for _ in range(args.repeats)]
         wall = statistics.median(r["wall_s"] for r in runs)
         r0 = runs[0]
         out = {
             "scenario": (f"llama-2-7b/a100-80gb/tp1/{args.scheduler}/round_robin/splitwise_conv"
-                         + ("/kernel_only" if args.kernel_only else "")),
+                         + ("/kernel_only" if args.kernel_only else f"/{args.engine_profile}")),
             "replicas": n,
             "requests": r0["requests"],
             "completed": r0["completed"],

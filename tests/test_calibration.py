@@ -124,8 +124,10 @@ def test_refit_reproduces_committed_numbers(reference_dir):
         return out
 
     a, b = flat(committed["gpus"]), flat(fresh["gpus"])
-    a.update(flat(committed["engine"], "engine/"))
-    b.update(flat(fresh["engine"], "engine/"))
+    a.update(flat(committed["engines"], "engines/"))
+    b.update(flat(fresh["engines"], "engines/"))
+    a.update(flat(committed["profile_elementwise"], "profile_elementwise/"))
+    b.update(flat(fresh["profile_elementwise"], "profile_elementwise/"))
     assert a.keys() == b.keys()
     for k in a:
         assert np.isclose(a[k], b[k], rtol=1e-3, atol=1e-12), k
@@ -147,7 +149,8 @@ def test_cli_calibrate_and_presets(reference_dir, tmp_path):
     assert r.exit_code == 0, r.output
     fresh = json.loads(out.read_text())
     committed = json.loads(default_output().read_text())
-    assert fresh["engine"].keys() == committed["engine"].keys()
-    assert np.isclose(fresh["engine"]["per_layer_s"], committed["engine"]["per_layer_s"], rtol=1e-3)
+    assert fresh["engines"].keys() == committed["engines"].keys()
+    assert np.isclose(fresh["engines"]["vllm-2023"]["per_layer_s"],
+                      committed["engines"]["vllm-2023"]["per_layer_s"], rtol=1e-3)
     r = CliRunner().invoke(app, ["calibrate", "--reference-dir", str(tmp_path / "nope")])
     assert r.exit_code != 0 and "reference folder" in r.output

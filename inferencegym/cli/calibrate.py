@@ -3,22 +3,69 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
+
+
+def _calibrate_profile(profile: Path, gpu: str | None, out: Path | None, fp16_tflops, mem_gbytes_per_s,
+                       memory_gb, base_gpu: str) -> None:
+    """``calibrate --profile``: fit one GPU preset on a GPU profile file and write it to ``out``."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from inferencegym.sim.calibration.custom import fit_custom_gpu, gpu_preset
+
+    if gpu is None or out is None:
+        raise typer.BadParameter("--profile needs --gpu NAME (the preset to fit) and --out FILE "
+                                 "(where to write the GPU calibration)")
+    if not profile.is_file():
+        raise typer.BadParameter(f"profile file {profile} does not exist (write it with benchmarks/gpu_profile.py)")
+    try:
+        preset = gpu_preset(gpu, fp16_tflops=fp16_tflops, mem_gbytes_per_s=mem_gbytes_per_s,
+                            memory_gb=memory_gb, base_gpu=base_gpu)
+        cal = fit_custom_gpu(profile, preset, base_gpu=base_gpu)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(cal, indent=1, sort_keys=True) + "\n")
+    console = Console()
+    table = Table(title=f"{gpu}: fitted MAPE per op family, %")
+    for c in ("family", "MAPE", "rows"):
+        table.add_column(c)
+    for fam, e in cal["errors"]["ops"].items():
+        table.add_row(fam, f"{e['mape_pct']:.1f}", str(e["rows"]))
+    for fam, v in cal["errors"]["whole_model"].items():
+        table.add_row(fam, f"{v:.1f}", "")
+    console.print(table)
+    console.print(f"wrote {out}; use it with inferencegym.sim.calibration.custom.load_gpu_calibration")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     def calibrate(
-        reference_dir: Optional[Path] = typer.Option(
+        reference_dir: Path | None = typer.Option(
             None, help="Reference data folder (default: $INFERENCEGYM_REFERENCE_DIR or ../shared/reference)."),
-        out: Optional[Path] = typer.Option(
+        out: Path | None = typer.Option(
             None, help="Where to write the fitted JSON (default: the package's data/calibration.json)."),
         report: bool = typer.Option(True, help="Print the error summary of the new fit."),
+        profile: Path | None = typer.Option(
+            None, help="Fit one GPU on your measurements instead (benchmarks/gpu_profile.py output); "
+                       "needs --gpu and --out."),
+        gpu: str | None = typer.Option(None, help="With --profile: the GPU's preset name (new or existing)."),
+        fp16_tflops: float | None = typer.Option(None, help="With --profile, new GPU: dense FP16 TF/s."),
+        mem_gbytes_per_s: float | None = typer.Option(None, help="With --profile, new GPU: memory GB/s."),
+        memory_gb: float | None = typer.Option(None, help="With --profile, new GPU: memory, GB."),
+        base_gpu: str = typer.Option("h100-80gb", help="With --profile: calibrated GPU of the same family "
+                                                        "(network, fused elementwise kernels)."),
     ) -> None:
-        """Refit the execution-time model on the Vidur and SplitwiseSim reference data."""
+        """Refit the execution-time model on the reference data, or (--profile) fit one GPU preset."""
         import json
+
+        if profile is not None:
+            _calibrate_profile(profile, gpu, out, fp16_tflops, mem_gbytes_per_s, memory_gb, base_gpu)
+            return
 
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn

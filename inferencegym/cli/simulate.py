@@ -21,7 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "output_tokens": 128, "trace": None, "trace_format": "auto", "seed": 0,
     "speculation_depth": 0, "spec_acceptance": 0.7, "quantization": "fp16", "disaggregate": False,
     "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
-    "results_parquet": None, "prefix_caching": True,
+    "results_parquet": None, "prefix_caching": True, "engine_profile": "vllm-v1",
 }
 POISSON_DEFAULT_DURATION_S = 300.0
 
@@ -129,6 +129,7 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
     try:
         rc = ReplicaConfig(model=o["model"], gpu=o["gpu"], tensor_parallel=int(o["tensor_parallel"]),
                            quantization=o["quantization"], scheduler=o["scheduler"],
+                           engine_profile=o["engine_profile"],
                            batch_cap=int(o["batch_cap"]), chunk_size=int(o["chunk_size"]),
                            kv_budget_fraction=float(o["kv_budget_fraction"]),
                            speculation_depth=int(o["speculation_depth"]),
@@ -191,6 +192,7 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
         "gpus": sum(r.model.gpu_count for r in cluster.replicas),
         "wall_s": wall,
         "config": cc.to_dict(),
+        "calibration_error": cluster.base_model.calibration_error(),
     }
     if o["results_parquet"]:
         cluster.write_parquet(o["results_parquet"])
@@ -249,6 +251,8 @@ def register(app: typer.Typer) -> None:
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
         quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4 [fp16]"),
+        engine_profile: Optional[str] = typer.Option(None, help="engine overhead: vllm-v1|vllm-2023|"
+                                                                "kernel-only [vllm-v1]"),
         disaggregate: Optional[bool] = typer.Option(None, "--disaggregate/--colocate",
                                                     help="split prefill and decode instances"),
         prefill_replicas: Optional[int] = typer.Option(None, help="prefill instances when disaggregated [1]"),

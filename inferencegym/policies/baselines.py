@@ -72,14 +72,19 @@ class StaticPolicy:
         return self.action
 
 
+SPEC_MAX_RUNNING_PER_REPLICA = 32
+"""The heuristic speculates (depth 2) while at most this many sequences run per replica."""
+
+
 class HeuristicPolicy:
     """Reactive rules from the observation only (no oracle), in the spirit of Orca / vLLM / Decima:
 
     - batch cap from queue pressure: double it (up to 256) while requests queue; halve it (down to
       16) while nothing queues and the median time between tokens is over the tightest TBT SLO;
     - KV headroom: full KV budget after preemptions or above 90 % occupancy, else 0.9;
-    - speculation only at low load: depth 2 while at most 2 requests run per replica and none
-      queue, else off;
+    - speculation below large batches: depth 2 while at most 32 sequences run per replica, else
+      off (speculative decoding pays while decoding is memory-bound and costs at large batches,
+      where verifying drafts competes for compute: the rule of thumb of vLLM's docs and SmartSpec);
     - prefill/decode split on long prompts: on when a whole-prompt prefill of the window's median
       prompt would take longer than the tightest TBT SLO (it would stall running decodes past
       their SLO; prefill time from the task's execution model), off after 5 windows without;
@@ -93,7 +98,8 @@ class HeuristicPolicy:
         self.has_prio = any(t.priority == 1 for t in self.task.tenants)
         self.tbt_slo = min(t.tbt_slo_s for t in self.task.tenants)
         self._model = ExecutionModel.from_preset(model=self.task.model, gpu=self.task.gpu,
-                                                 tensor_parallel=self.task.tensor_parallel)
+                                                 tensor_parallel=self.task.tensor_parallel,
+                                                 engine_profile=self.task.engine_profile)
         self._prefill_cache: dict[int, float] = {}
         self.reset()
 
@@ -123,7 +129,7 @@ class HeuristicPolicy:
         elif o[_I["itl_p50"]] > 1.0:
             self.cap = max(16, self.cap // 2)
         kv = 1.0 if (o[_I["evictions"]] > 0 or o[_I["kv_occupancy"]] > 0.9) else 0.9
-        spec = 2 if (running <= 2 * self.task.replicas and queue < 1) else 0
+        spec = 2 if running <= SPEC_MAX_RUNNING_PER_REPLICA * self.task.replicas else 0
         if self._long_prompt(o[_I["median_prompt_tokens"]] * 1000.0):
             self.split, self.calm_split = True, 0
         else:

@@ -58,6 +58,8 @@ class ReplicaConfig:
     """GPUs per replica (tensor parallel degree)."""
     quantization: str = "fp16"
     """Weight tier: fp16, int8 (W8A8) or int4 (weight-only)."""
+    engine_profile: str = "vllm-v1"
+    """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md)."""
     scheduler: str = "vllm"
     """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level)."""
     batch_cap: int = 128
@@ -88,6 +90,10 @@ class ReplicaConfig:
         _check(self.quantization in QUANTIZATION_TIERS,
                f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
         from .batching import SCHEDULERS  # local import: batching imports nothing from here
+        from .execution import ENGINE_PROFILES
+
+        _check(self.engine_profile in ENGINE_PROFILES,
+               f"unknown engine_profile {self.engine_profile!r}; valid: {', '.join(ENGINE_PROFILES)}")
 
         _check(self.scheduler in SCHEDULERS,
                f"unknown scheduler {self.scheduler!r}; valid: {', '.join(sorted(SCHEDULERS))}")

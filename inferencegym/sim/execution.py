@@ -1,8 +1,9 @@
 """Execution-time model: how long one iteration of a replica takes.
 
 A roofline model per transformer layer (summed over layers; tensor parallelism splits heads and the
-MLP across the GPUs of a replica), with efficiencies fitted on measured kernel profiles (Vidur) and
-an engine overhead fitted on measured end-to-end times (SplitwiseSim); see ``docs/calibration.md``.
+MLP across the GPUs of a replica), with efficiencies fitted on measured kernel profiles (Vidur's
+A100/H100 profiles, measured H200 rows) and the overhead of a named engine profile (``vllm-v1``,
+``vllm-2023``, ``kernel-only``; parameters in ``execution_params``); see ``docs/calibration.md``.
 
 Per layer and per iteration with ``n`` batched tokens:
 
@@ -11,15 +12,16 @@ Per layer and per iteration with ``n`` batched tokens:
   iteration plus activations at bandwidth BW);
 * elementwise ops (2 RMSNorms, RoPE, SiLU*mul, one residual add as profiled by Vidur; vLLM fuses
   the other into the norm): bandwidth-bound, one efficiency per op;
-* attention prefill per chunk (FlashAttention-like): causal FLOPs ``4*heads*d*N*(C + (N+1)/2)``
-  (quadratic in the chunk N, linear in the context C already cached), roofline with KV bytes read;
-* attention decode: KV bytes read (linear in the batch's total context), a per-sequence term and,
-  with speculative verification, k+1 queries per sequence;
+* attention prefill per chunk (FlashAttention-like): causal FLOPs ``4*heads*d*N*(N+1)/2`` and
+  cached-context FLOPs ``4*heads*d*N*C`` at their own efficiencies, roofline with KV bytes read;
+* attention decode: KV bytes read (linear in the batch's total context), a term per sequence and
+  KV head on the GPU (GQA, TP) and, with speculative verification, k+1 queries per sequence;
 * tensor-parallel all-reduce, two per layer: ``latency(tp) + bytes / bandwidth(tp)``;
 * outside the layers: embedding, final norm, LM head (FP16, only on tokens that need logits);
 * engine overhead per iteration: kernel time x ``(1 + slowdown * n)`` plus ``fixed + layers *
   (per_layer + per_layer_tp * (tp-1)) + per_seq * sequences + per_token * n`` (scheduling,
-  sampling, kernel launches, synchronisation: what kernel profiles miss).
+  sampling, kernel launches, synchronisation: what kernel profiles miss); an engine with its own
+  all-reduce kernel (``vllm-v1``) replaces the NCCL latency where it is lower.
 
 Speculative decoding (depth k): k sequential draft decode passes at batch B (draft model at TP 1 on
 one GPU of the replica), then one target pass verifying k+1 tokens per sequence. Quantization tiers
@@ -30,13 +32,21 @@ The hot path uses plain Python floats and memoises per token count.
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
+from inferencegym.sim.calibration_error import calibration_error_for
+from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the public names live here too)
+    DEFAULT_ENGINE_PROFILE,
+    ENGINE_PROFILES,
+    EngineParams,
+    KernelParams,
+    _params_for,
+    check_engine_profile,
+    engine_attention_gpu,
+    engine_params,
+    load_calibration,
+    register_gpu_kernel,
+)
 from inferencegym.sim.presets import (
     GIB,
     GPUPreset,
@@ -48,9 +58,11 @@ from inferencegym.sim.presets import (
 )
 
 __all__ = [
+    "DEFAULT_ENGINE_PROFILE",
+    "ENGINE_PROFILES",
+    "EngineParams",
     "ExecutionModel",
     "KernelParams",
-    "EngineParams",
     "expected_tokens_per_step",
     "load_calibration",
 ]
@@ -72,142 +84,6 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
     if alpha == 1.0:
         return float(k + 1)
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-@dataclass(frozen=True, kw_only=True)
-class KernelParams:
-    """Fitted kernel efficiencies of one GPU type (all times in seconds)."""
-
-    gemm_eff_compute: float = 0.70
-    """Fraction of the tensor-core peak GEMMs reach when compute-bound."""
-    gemm_eff_mem: float = 0.75
-    """Fraction of the memory bandwidth GEMMs reach when memory-bound."""
-    gemm_p: float = 2.0
-    """Exponent of the smooth roofline max (large = hard max)."""
-    gemm_floor_s: float = 6e-6
-    """Fixed time of one GEMM kernel (launch, tail)."""
-    norm_eff_mem: float = 0.4
-    """Bandwidth fraction of an RMSNorm (reads and writes the hidden states)."""
-    rope_eff_mem: float = 0.6
-    """Bandwidth fraction of rotary embedding (reads and writes Q and K)."""
-    act_eff_mem: float = 0.7
-    """Bandwidth fraction of the MLP activation (SiLU(gate)*up: reads 2, writes 1)."""
-    add_eff_mem: float = 0.8
-    """Bandwidth fraction of the residual add (reads 2, writes 1 hidden states)."""
-    elem_floor_s: float = 4e-6
-    """Fixed time of one elementwise kernel."""
-    attn_prefill_eff_compute: float = 0.45
-    """Fraction of the FP16 peak reached by prefill attention."""
-    attn_prefill_eff_mem: float = 0.6
-    """Bandwidth fraction of prefill attention (reading cached KV)."""
-    attn_prefill_floor_s: float = 1e-5
-    """Fixed time of the prefill attention kernel(s) per layer and iteration."""
-    attn_prefill_per_token_s: float = 5e-8
-    """Per prefill token time (reshapes, KV-cache writes) per layer."""
-    attn_decode_eff_mem: float = 0.85
-    """Bandwidth fraction reached reading the KV cache in decode attention."""
-    attn_decode_eff_compute: float = 0.3
-    """Fraction of the FP16 peak for decode attention FLOPs (matters for k+1 queries)."""
-    attn_decode_floor_s: float = 6e-6
-    """Fixed time of the decode attention kernel per layer and iteration."""
-    attn_decode_per_seq_s: float = 1.0e-6
-    """Per decode sequence time per layer (block-table lookups, partitions)."""
-    allreduce_latency_s: tuple[tuple[int, float], ...] = ((2, 1.5e-5), (4, 2.0e-5), (8, 2.5e-5))
-    """All-reduce latency per TP degree."""
-    allreduce_gbytes_per_s: tuple[tuple[int, float], ...] = ((2, 150.0), (4, 120.0), (8, 110.0))
-    """All-reduce algorithm bandwidth (message bytes / transfer time) per TP degree, GB/s."""
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "KernelParams":
-        kw = dict(d)
-        for key in ("allreduce_latency_s", "allreduce_gbytes_per_s"):
-            if key in kw and isinstance(kw[key], dict):
-                kw[key] = tuple(sorted((int(t), float(v)) for t, v in kw[key].items()))
-        known = set(cls.__dataclass_fields__)
-        unknown = set(kw) - known
-        if unknown:
-            raise ValueError(f"unknown kernel calibration keys {sorted(unknown)}; valid: {sorted(known)}")
-        return cls(**kw)
-
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["allreduce_latency_s"] = {str(t): v for t, v in self.allreduce_latency_s}
-        d["allreduce_gbytes_per_s"] = {str(t): v for t, v in self.allreduce_gbytes_per_s}
-        return d
-
-    def allreduce(self, tp: int) -> tuple[float, float]:
-        """(latency_s, bytes_per_s) of one all-reduce across ``tp`` GPUs (0, inf at TP 1)."""
-        if tp <= 1:
-            return 0.0, math.inf
-        lat = dict(self.allreduce_latency_s)
-        bw = dict(self.allreduce_gbytes_per_s)
-        if tp in lat and tp in bw:
-            return lat[tp], bw[tp] * 1e9
-        # nearest degree available (presets only allow 1/2/4/8)
-        best = min(lat, key=lambda t: abs(t - tp))
-        return lat[best], bw[best] * 1e9
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineParams:
-    """Serving-engine overhead per iteration (fitted on end-to-end times), seconds."""
-
-    fixed_s: float = 2.0e-3
-    """Per iteration: scheduling, input preparation, sampling launch."""
-    per_layer_s: float = 1.5e-4
-    """Per layer and iteration: kernel launches and synchronisation not in kernel profiles."""
-    per_layer_tp_s: float = 0.0
-    """Extra per layer and iteration for each GPU beyond the first (TP synchronisation)."""
-    per_seq_s: float = 2.0e-5
-    """Per sequence in the batch: sampling, detokenisation, bookkeeping."""
-    per_token_s: float = 0.0
-    """Per batched token (input preparation)."""
-    kernel_slowdown_per_token: float = 0.0
-    """Kernel time is multiplied by ``1 + kernel_slowdown_per_token * n`` for an iteration of n
-    batched tokens: end-to-end engines lose efficiency on very large iterations (observed in the
-    SplitwiseSim prefill times; ~0 below a few hundred tokens)."""
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "EngineParams":
-        known = set(cls.__dataclass_fields__)
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown engine calibration keys {sorted(unknown)}; valid: {sorted(known)}")
-        return cls(**d)
-
-    def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-@lru_cache(maxsize=1)
-def load_calibration() -> dict:
-    """The committed calibration (``inferencegym/data/calibration.json``), parsed once per process."""
-    try:
-        text = resources.files("inferencegym").joinpath("data", "calibration.json").read_text("utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            "inferencegym/data/calibration.json is missing from the installed package: reinstall "
-            "InferenceGym or regenerate it with `python -m inferencegym.sim.calibration.fit`") from None
-    return json.loads(text)
-
-
-@lru_cache(maxsize=64)
-def _params_for(gpu_name: str, network_profile: str) -> tuple[KernelParams, EngineParams, bool]:
-    cal = load_calibration()
-    gpus = cal.get("gpus", {})
-    if gpu_name in gpus:
-        kd = dict(gpus[gpu_name])
-        fitted = True
-    else:
-        kd = dict(cal.get("default_gpu", {}))
-        fitted = False
-    net = cal.get("network", {}).get(network_profile)
-    if net:
-        kd["allreduce_latency_s"] = net["latency_s"]
-        kd["allreduce_gbytes_per_s"] = net["gbytes_per_s"]
-    kernel = KernelParams.from_dict(kd)
-    engine = EngineParams.from_dict(cal.get("engine", {}))
-    return kernel, engine, fitted
 
 
 class ExecutionModel:
@@ -233,6 +109,7 @@ class ExecutionModel:
         gpu_hour_usd: float | None = None,
         calibrated: bool = False,
         check_memory: bool = True,
+        engine_profile: str = "custom",
     ) -> None:
         if tensor_parallel not in _VALID_TP:
             raise ValueError(f"tensor_parallel must be one of {_VALID_TP}, got {tensor_parallel!r}")
@@ -252,6 +129,8 @@ class ExecutionModel:
         self.engine = engine
         self.draft = draft
         self.engine_overhead = bool(engine_overhead)
+        self.engine_profile = "kernel-only" if not engine_overhead else str(engine_profile)
+        """Name of the engine-overhead profile (``custom`` for explicitly given parameters)."""
         self.gpu_memory_utilization = float(gpu_memory_utilization)
         self.max_batched_tokens = int(max_batched_tokens)
         self.calibrated = bool(calibrated)
@@ -270,14 +149,17 @@ class ExecutionModel:
         *,
         draft_model: str | None = "default",
         engine_overhead: bool = True,
+        engine_profile: str | None = None,
         gpu_memory_utilization: float = 0.9,
         gpu_hour_usd: float | None = None,
-    ) -> "ExecutionModel":
+    ) -> ExecutionModel:
         """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
 
         ``draft_model``: draft preset for speculative decoding (``"default"``: the model's preset
-        draft; ``None``: no speculation). ``engine_overhead=False`` gives kernel time only (what
-        Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
+        draft; ``None``: no speculation). ``engine_profile``: the serving engine's per-iteration
+        overhead, one of :data:`ENGINE_PROFILES` (default :data:`DEFAULT_ENGINE_PROFILE`);
+        ``engine_overhead=False`` is an alias of ``engine_profile="kernel-only"`` (kernel time only,
+        what Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
         Raises ValueError for unknown names or when the weights do not fit in GPU memory.
         """
         mp = get_model(model)
@@ -286,24 +168,30 @@ class ExecutionModel:
         if draft_model == "default":
             draft_model = mp.draft_model
         dp = get_model(draft_model) if draft_model else None
-        kernel, engine, fitted = _params_for(gp.name, gp.network_profile)
+        if not engine_overhead:
+            if engine_profile not in (None, "kernel-only"):
+                raise ValueError(f"engine_overhead=False means engine_profile='kernel-only', but "
+                                 f"engine_profile={engine_profile!r} was given; pass only one")
+            engine_profile = "kernel-only"
+        profile = check_engine_profile(engine_profile or DEFAULT_ENGINE_PROFILE)
+        kernel, engine, fitted = _params_for(gp.name, gp.network_profile, profile)
         return cls(model=mp, gpu=gp, tensor_parallel=tensor_parallel, quantization=qt,
-                   kernel=kernel, engine=engine, draft=dp, engine_overhead=engine_overhead,
+                   kernel=kernel, engine=engine, draft=dp, engine_overhead=profile != "kernel-only",
                    gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
-                   calibrated=fitted and gp.calibrated)
+                   calibrated=fitted and gp.calibrated, engine_profile=profile)
 
-    def _replace(self, **kw) -> "ExecutionModel":
+    def _replace(self, **kw) -> ExecutionModel:
         args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
                     quantization=self.quantization, kernel=self.kernel, engine=self.engine,
                     draft=self.draft, engine_overhead=self.engine_overhead,
                     gpu_memory_utilization=self.gpu_memory_utilization,
                     max_batched_tokens=self.max_batched_tokens,
                     gpu_hour_usd=self._gpu_hour_override, calibrated=self.calibrated,
-                    check_memory=self._check_memory)
+                    check_memory=self._check_memory, engine_profile=self.engine_profile)
         args.update(kw)
         return ExecutionModel(**args)
 
-    def with_quantization(self, quantization: str) -> "ExecutionModel":
+    def with_quantization(self, quantization: str) -> ExecutionModel:
         """A new model identical but for the quantization tier (``fp16``, ``int8``, ``int4``)."""
         return self._replace(quantization=get_quantization(quantization))
 
@@ -356,13 +244,18 @@ class ExecutionModel:
         self._elem_time_per_token = sum(self._elem_coef.values())
         # all-reduce after O and after down (TP > 1)
         lat, ar_bw = k.allreduce(t)
+        e_lat = self.engine.allreduce_latency_s if self.engine_overhead else None
+        if e_lat is not None and t > 1 and g.network_profile != "pcie":
+            lat = min(lat, e_lat)
         self._ar_lat = lat
         self._ar_time_per_token = (h * _ACT_BYTES / ar_bw) if t > 1 else 0.0
         # attention
         self._kv_bytes_per_token_layer = 2.0 * self._kv_heads * d * _KV_BYTES
         self._attn_flop_per_qk = 4.0 * self._q_heads * d  # QK^T and PV, per query per key
         self._attn_pf_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_eff_compute)
+        self._attn_pf_ctx_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_ctx_eff_compute)
         self._attn_pf_inv_m = 1.0 / (bw * k.attn_prefill_eff_mem)
+        self._attn_dec_per_seq = k.attn_decode_per_seq_kv_head_s * self._kv_heads
         self._attn_dec_inv_c = 1.0 / (self._peak_fp16 * k.attn_decode_eff_compute)
         self._attn_dec_inv_m = 1.0 / (bw * k.attn_decode_eff_mem)
         # outside the layers: embedding gather + final norm (bandwidth), LM head GEMM (FP16)
@@ -481,11 +374,11 @@ class ExecutionModel:
             if n <= 0:
                 continue
             any_chunk = True
-            flops = fpq * n * (c + 0.5 * (n + 1))
             byts = (c + n) * kvb + n * qo_bytes
-            tc = flops * self._attn_pf_inv_c
+            tc = fpq * n * 0.5 * (n + 1) * self._attn_pf_inv_c
             tm = byts * self._attn_pf_inv_m
-            total += (tc if tc > tm else tm) + k.attn_prefill_per_token_s * n
+            tc += fpq * n * c * self._attn_pf_ctx_inv_c
+            total += (max(tm, tc)) + k.attn_prefill_per_token_s * n
         if not any_chunk:
             return 0.0
         return total + k.attn_prefill_floor_s
@@ -494,14 +387,14 @@ class ExecutionModel:
         """Decode-attention seconds per context token per layer with ``queries`` queries/sequence."""
         tc = self._attn_flop_per_qk * queries * self._attn_dec_inv_c
         tm = self._kv_bytes_per_token_layer * self._attn_dec_inv_m
-        return tc if tc > tm else tm
+        return max(tm, tc)
 
     def attention_decode_layer_s(self, batch, context_total, queries: int = 1):
         """Decode-attention time of one layer: ``batch`` sequences with ``context_total`` cached
         tokens in all and ``queries`` query tokens each (k+1 under speculative verification).
         Works on floats and numpy arrays."""
         k = self.kernel
-        return (k.attn_decode_floor_s + k.attn_decode_per_seq_s * batch
+        return (k.attn_decode_floor_s + self._attn_dec_per_seq * batch
                 + self._attn_decode_slope(queries) * context_total)
 
     def attention_prefill_layer_s(self, chunks: Sequence[tuple[int, int]]) -> float:
@@ -533,7 +426,7 @@ class ExecutionModel:
             kern = self.kernel
             f = 1.0 + self._slow * ntok
             a = (f * (self._token_time(ntok) + self._lm_head_time(ntok)
-                      + self._layers * (kern.attn_decode_floor_s + kern.attn_decode_per_seq_s * B))
+                      + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B))
                  + self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok)
             b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
@@ -546,7 +439,8 @@ class ExecutionModel:
 
     def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
-        draft's own launch overhead (per layer and per sequence, no scheduling)."""
+        draft's own launch overhead (per layer and per sequence; the fixed per-iteration cost, CPU-side
+        scheduling and input preparation, is paid once per engine step)."""
         dm = self._draft_model
         assert dm is not None
         a, b = dm.decode_coeffs(B, 0)
@@ -585,7 +479,7 @@ class ExecutionModel:
         t = (self._token_time(ntok) + self._lm_head_time(len(prefill_chunks) + B * q)
              + L * self._attn_prefill_layer(prefill_chunks))
         if B > 0:
-            t += L * (kern.attn_decode_floor_s + kern.attn_decode_per_seq_s * B
+            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B
                       + self._attn_decode_slope(q) * decode_context_tokens)
         t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
         if B > 0:
@@ -638,6 +532,17 @@ class ExecutionModel:
             return 0.0
         return 2.0e-5 + tokens * self.kv_bytes_per_token / (link * 1e9)
 
+    def calibration_error(self) -> dict:
+        """How far to trust this model's predictions: per op family (``gemm``, ``elementwise``,
+        ``attn_prefill``, ``attn_decode``, ``all_reduce``) a status (``fitted`` on this GPU and
+        shape, or ``transferred`` from other shapes/GPUs) and a MAPE band in percent, the engine
+        profile's end-to-end band, the measured ranges and what is extrapolated
+        (``docs/calibration.md``; figures from ``inferencegym/data/calibration_error.json``)."""
+        return calibration_error_for(gpu=self.gpu.name, model=self.model.name,
+                                     tensor_parallel=self.tensor_parallel,
+                                     engine_profile=self.engine_profile,
+                                     gpu_calibrated=self.calibrated)
+
     @property
     def gpu_count(self) -> int:
         return self.tensor_parallel
@@ -666,6 +571,7 @@ class ExecutionModel:
             "quantization": self.quantization.name,
             "draft_model": self.draft_model_name,
             "engine_overhead": self.engine_overhead,
+            "engine_profile": self.engine_profile,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "calibrated": self.calibrated,
             "gpu_hour_usd": self.gpu_hour_usd,
@@ -678,4 +584,5 @@ class ExecutionModel:
 
     def __repr__(self) -> str:
         return (f"ExecutionModel(model={self.model.name!r}, gpu={self.gpu.name!r}, "
-                f"tensor_parallel={self.tensor_parallel}, quantization={self.quantization.name!r})")
+                f"tensor_parallel={self.tensor_parallel}, quantization={self.quantization.name!r}, "
+                f"engine_profile={self.engine_profile!r})")

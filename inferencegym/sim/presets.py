@@ -136,6 +136,15 @@ _GPUS: dict[str, GPUPreset] = {
         memory_gbytes=80.0, memory_bytes=80 * GIB, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=2.99, network_profile="h100",
         calibrated=True),
+    # NVIDIA H200 SXM 141GB datasheet: the H100 SXM's GH100 compute (989 TF FP16 dense, 1,979 TOPS
+    # INT8 dense) with 141 GB of HBM3e at 4.8 TB/s; NVLink 4 (900 GB/s total), same NVSwitch network
+    # as DGX H100. The device reports ~140 GiB (torch total_memory 139.7 GiB on the profiled H200).
+    # Price: midpoint of the specialty-cloud on-demand range of May 2026 ($3.50-4.50 per GPU-hour).
+    "h200-141gb": GPUPreset(
+        name="h200-141gb", fp16_tflops=989.4, int8_tops=1978.9, mem_gbytes_per_s=4800.0,
+        memory_gbytes=141.0, memory_bytes=140 * GIB, intra_node_gbytes_per_s=450.0,
+        inter_node_gbytes_per_s=50.0, gpu_hour_usd=4.00, network_profile="h100",
+        calibrated=True),
     # NVIDIA A10 datasheet (the A10G of AWS g5 is the same GA102 part): 125 TF FP16 dense,
     # 250 TOPS INT8 dense, 600 GB/s GDDR6, 24 GB, PCIe Gen4 x16 (~32 GB/s per direction).
     "a10g-24gb": GPUPreset(
@@ -173,6 +182,10 @@ _MODELS: dict[str, ModelPreset] = {
         name="llama-3-70b", num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8,
         ffn_size=28672, vocab_size=128256, draft_model="llama-3.2-1b",
         hf_id="meta-llama/Meta-Llama-3-70B"),
+    "codellama-34b": ModelPreset(
+        name="codellama-34b", num_layers=48, hidden_size=8192, num_heads=64, num_kv_heads=8,
+        ffn_size=22016, vocab_size=32000, draft_model="tinyllama-1.1b",
+        hf_id="codellama/CodeLlama-34b-hf"),
     # Draft models for speculative decoding (same tokenizers as their targets).
     "tinyllama-1.1b": ModelPreset(
         name="tinyllama-1.1b", num_layers=22, hidden_size=2048, num_heads=32, num_kv_heads=4,
@@ -212,6 +225,17 @@ def _lookup(registry: dict, name: str, kind: str):
         return registry[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown {kind} {name!r}; valid: {', '.join(sorted(registry))}") from None
+
+
+def register_gpu(preset: GPUPreset, *, replace: bool = False) -> GPUPreset:
+    """Add a GPU preset (e.g. one fitted by ``inferencegym calibrate --profile``). Refuses to
+    shadow an existing name unless ``replace=True``."""
+    if not isinstance(preset, GPUPreset):
+        raise TypeError(f"expected a GPUPreset, got {type(preset).__name__}")
+    if preset.name in _GPUS and not replace and _GPUS[preset.name] != preset:
+        raise ValueError(f"gpu preset {preset.name!r} already exists; choose another name or pass replace=True")
+    _GPUS[preset.name] = preset
+    return preset
 
 
 def get_gpu(name: str) -> GPUPreset:

@@ -41,7 +41,7 @@ def replica_configs(task: TaskSpec, knobs: ReplicaKnobs | None = None) -> list[R
     return [ReplicaConfig(model=task.model, gpu=gpu, tensor_parallel=tp, quantization=k.quantization,
                           scheduler=k.scheduler, batch_cap=k.batch_cap,
                           kv_budget_fraction=k.kv_budget_fraction, chunk_size=task.chunk_size_tokens,
-                          speculation_depth=k.speculation_depth)
+                          speculation_depth=k.speculation_depth, engine_profile=task.engine_profile)
             for gpu, tp in replica_hardware(task)]
 
 

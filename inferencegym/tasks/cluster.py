@@ -124,7 +124,7 @@ register_task(_with_rates(TaskSpec(
                           max_prompt_tokens=4096, max_output_tokens=1024),
     grader=_GRADER,
     ref_batch=64.0,
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.2,),
                            load_fraction=0.8),
     **_COMMON)))
 
@@ -140,7 +140,7 @@ register_task(_with_rates(TaskSpec(
     grader=_GRADER,
     ref_batch=64.0,
     cluster=ClusterOptions(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)),
-                           capacity_rps=(5.1, 2.7), load_fraction=0.8),
+                           capacity_rps=(8.5, 3.2), load_fraction=0.8),
     **_COMMON)))
 
 register_task(_with_rates(TaskSpec(
@@ -158,7 +158,7 @@ register_task(_with_rates(TaskSpec(
                           mega_prompt_output_tokens=32, mega_prompt_tenant=1),
     grader=_GRADER,
     ref_batch=64.0,
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.4,),
                            load_fraction=0.75, burst_ratio=3.0),
     **_COMMON)))
 

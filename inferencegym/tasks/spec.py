@@ -227,6 +227,9 @@ class TaskSpec:
     """GPU preset."""
     tensor_parallel: int = 1
     """GPUs per replica."""
+    engine_profile: str = "vllm-v1"
+    """Per-iteration engine overhead of the execution model (``vllm-v1``, ``vllm-2023``,
+    ``kernel-only``; docs/calibration.md)."""
     replicas: int = 1
     """Replicas in the cluster."""
     prefill_replicas: int = 1

@@ -8,222 +8,56 @@ Stages (scipy.optimize.least_squares on log(predicted/measured), soft-L1 loss):
 2. GEMM efficiencies per GPU (compute, memory, roofline exponent, kernel floor) on the four GEMMs
    of every profiled model/TP (Vidur ``mlp.csv``), except the held-out combinations;
 3. elementwise efficiencies per GPU (norm, RoPE, activation, add, floor);
-4. attention (A100 Llama-2-7B samples): decode floor, per-sequence term and KV bandwidth; prefill
-   compute/memory efficiency, floor and per-token term. H100 reuses the A100 efficiencies;
-5. engine overhead (fixed, per layer, per layer and extra GPU, per sequence, per token) on
-   SplitwiseSim's end-to-end times, with the fitted kernels fixed, except the held-out rows.
+4. attention per GPU family: A100 on the Vidur Llama-2-7B samples, Hopper (H100, H200) on the
+   measured H200 rows: decode floor, per sequence-and-KV-head term and KV bandwidth; prefill
+   compute efficiency (causal triangle, cached-context rectangle), bandwidth, floor, per token;
+5. H200: GEMMs and attention on its measured rows, elementwise on its whole-model rows
+   (``gpu_fit``);
+6. engine profiles: ``vllm-2023`` (fixed, per layer, per layer and extra GPU, per sequence, per
+   token, kernel slowdown) on SplitwiseSim's end-to-end times except the held-out rows, and
+   ``vllm-v1`` on vLLM's performance-CI latencies (``engines``), kernels fixed.
 
-Uncalibrated GPUs (spec-sheet presets) use the mean of the calibrated GPUs' efficiencies.
+Uncalibrated GPUs (spec-sheet presets) use the mean of the A100 and H100 efficiencies.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-from scipy.optimize import least_squares
 
 from inferencegym.sim.calibration import reference as R
-from inferencegym.sim.execution import EngineParams, ExecutionModel, KernelParams
-from inferencegym.sim.presets import get_gpu, get_model, get_quantization
-
-# Held out of every fit and reported separately (generalisation to unseen model/GPU/TP combos).
-HELDOUT_VIDUR: tuple[tuple[str, str, int | None], ...] = (
-    ("a100-80gb", "llama-3-8b", None),  # a whole model (all TP degrees) on A100
-    ("h100-80gb", "llama-2-7b", 8),  # a TP degree on H100
+from inferencegym.sim.calibration.engines import fit_vllm_v1
+from inferencegym.sim.calibration.gpu_fit import fit_attention_rows, fit_gpu_profile
+from inferencegym.sim.calibration.stages import (  # noqa: F401  (re-exported for evaluate, tests, the CLI)
+    HELDOUT_SPLITWISE,
+    HELDOUT_VIDUR,
+    _kernel_with,
+    build_model,
+    fit_attention,
+    fit_elementwise,
+    fit_engine,
+    fit_gemm,
+    fit_network,
+    is_heldout_splitwise,
+    is_heldout_vidur,
 )
-HELDOUT_SPLITWISE: tuple[tuple[str, str, int], ...] = (
-    ("llama-2-70b", "a100-80gb", 8),  # a TP degree (the "TP8 is no faster than TP4" point)
-    ("bloom-176b", "h100-80gb", 8),  # another GPU
-)
-CALIBRATED_GPUS = ("a100-80gb", "h100-80gb")
-NETWORK_FAMILY = {"a100-80gb": "a100", "h100-80gb": "h100"}
+from inferencegym.sim.execution import KernelParams
+
+CALIBRATED_GPUS = ("a100-80gb", "h100-80gb", "h200-141gb")
+SPEC_DEFAULT_FROM = ("a100-80gb", "h100-80gb")  # uncalibrated GPUs: mean of these efficiencies
+NETWORK_FAMILY = {"a100-80gb": "a100", "h100-80gb": "h100", "h200-141gb": "h100"}
+ATTENTION_FAMILY = {"a100-80gb": "a100-80gb", "h100-80gb": "h200-141gb", "h200-141gb": "h200-141gb"}
+"""Whose attention fit each GPU uses: Hopper (H100, H200) shares the H200 fit."""
 
 
-def is_heldout_vidur(gpu: str, model: str, tp: int) -> bool:
-    return any(g == gpu and m == model and (t is None or t == tp) for g, m, t in HELDOUT_VIDUR)
-
-
-def is_heldout_splitwise(model: str, gpu: str, tp: int) -> bool:
-    return (model, gpu, tp) in HELDOUT_SPLITWISE
-
-
-def build_model(model: str, gpu: str, tp: int, kernel: KernelParams, engine: EngineParams | None = None,
-                *, quantization: str = "fp16") -> ExecutionModel:
-    """A model with explicit parameters (no memory check: Vidur profiles 70B kernels at TP 1)."""
-    return ExecutionModel(model=get_model(model), gpu=get_gpu(gpu), tensor_parallel=tp,
-                          quantization=get_quantization(quantization), kernel=kernel,
-                          engine=engine or EngineParams(), draft=None,
-                          engine_overhead=engine is not None, check_memory=False)
-
-
-def _ls(fun, x0, lb=-np.inf, ub=np.inf):
-    return least_squares(fun, x0, bounds=(lb, ub), loss="soft_l1", f_scale=0.05, x_scale="jac",
-                         max_nfev=400)
-
-
-# ----------------------------------------------------------------------------- 1. network
-def fit_network(ar: pd.DataFrame) -> dict:
-    out = {}
-    for fam, d in ar.groupby("profile"):
-        lat, bw = {}, {}
-        for tp, g in d.groupby("tp"):
-            size = g["bytes"].to_numpy(float)
-            meas = g["measured_s"].to_numpy(float)
-
-            def res(x, size=size, meas=meas):
-                return np.log((math.exp(x[0]) + size / math.exp(x[1])) / meas)
-
-            r = _ls(res, np.array([math.log(2e-5), math.log(1e11)]))
-            lat[str(int(tp))] = float(math.exp(r.x[0]))
-            bw[str(int(tp))] = float(math.exp(r.x[1]) / 1e9)
-        out[fam] = {"latency_s": lat, "gbytes_per_s": bw}
-    return out
-
-
-def _kernel_with(base: KernelParams, **kw) -> KernelParams:
-    d = base.to_dict()
-    d.update(kw)
-    return KernelParams.from_dict(d)
-
-
-# ----------------------------------------------------------------------------- 2-3. ops
-def _op_groups(ops: pd.DataFrame, gpu: str, op_names) -> list:
-    d = ops[(ops["gpu"] == gpu) & ops["op"].isin(op_names)]
-    groups = []
-    for (model, tp), g in d.groupby(["model", "tp"]):
-        if is_heldout_vidur(gpu, model, int(tp)):
-            continue
-        per_op = {op: (gg["n"].to_numpy(float), gg["measured_s"].to_numpy(float))
-                  for op, gg in g.groupby("op")}
-        groups.append((model, int(tp), per_op))
-    return groups
-
-
-def _op_residuals(kernel: KernelParams, gpu: str, groups) -> np.ndarray:
-    """log(pred/measured) per row, weighted so that every (model, TP) profile counts equally
-    (the Llama-3 profiles have 7x more token counts than the Llama-2 ones)."""
-    res = []
-    for model, tp, per_op in groups:
-        m = build_model(model, gpu, tp, kernel)
-        rows = sum(len(n) for n, _ in per_op.values())
-        w = math.sqrt(1000.0 / rows)
-        for op, (n, meas) in per_op.items():
-            pred = m.layer_op_times_s(n)[op]
-            res.append(w * np.log(pred / meas))
-    return np.concatenate(res)
-
-
-def fit_gemm(ops: pd.DataFrame, gpu: str, base: KernelParams) -> KernelParams:
-    groups = _op_groups(ops, gpu, R.GEMM_OPS)
-
-    def make(x):
-        return _kernel_with(base, gemm_eff_compute=float(math.exp(x[0])),
-                            gemm_eff_mem=float(math.exp(x[1])), gemm_p=float(1.0 + math.exp(x[2])),
-                            gemm_floor_s=float(math.exp(x[3])))
-
-    x0 = np.log([0.7, 0.75, 1.0, 5e-6])
-    lb = np.log([0.05, 0.05, 0.05, 1e-7])
-    ub = np.log([1.0, 1.0, 30.0, 1e-4])
-    r = _ls(lambda x: _op_residuals(make(x), gpu, groups), x0, lb, ub)
-    return make(r.x)
-
-
-def fit_elementwise(ops: pd.DataFrame, gpu: str, base: KernelParams) -> KernelParams:
-    groups = _op_groups(ops, gpu, R.ELEM_OPS)
-
-    def make(x):
-        e = np.exp(x)
-        return _kernel_with(base, norm_eff_mem=float(e[0]), rope_eff_mem=float(e[1]),
-                            act_eff_mem=float(e[2]), add_eff_mem=float(e[3]),
-                            elem_floor_s=float(e[4]))
-
-    x0 = np.log([0.4, 0.6, 0.7, 0.8, 4e-6])
-    lb = np.log([0.02, 0.02, 0.02, 0.02, 1e-7])
-    ub = np.log([1.5, 1.5, 1.5, 1.5, 1e-4])
-    r = _ls(lambda x: _op_residuals(make(x), gpu, groups), x0, lb, ub)
-    return make(r.x)
-
-
-# ----------------------------------------------------------------------------- 4. attention
-def fit_attention(dec: pd.DataFrame, pf: pd.DataFrame, base: KernelParams) -> KernelParams:
-    B = dec["batch"].to_numpy(float)
-    C = dec["context"].to_numpy(float)
-    md = dec["measured_s"].to_numpy(float)
-
-    def make_dec(x):
-        e = np.exp(x)
-        return _kernel_with(base, attn_decode_floor_s=float(e[0]), attn_decode_per_seq_s=float(e[1]),
-                            attn_decode_eff_mem=float(e[2]))
-
-    def res_dec(x):
-        m = build_model("llama-2-7b", "a100-80gb", 1, make_dec(x))
-        return np.log(m.attention_decode_layer_s(B, B * C) / md)
-
-    r = _ls(res_dec, np.log([5e-6, 1e-6, 0.85]), np.log([1e-8, 1e-9, 0.05]), np.log([1e-4, 1e-4, 1.5]))
-    k = make_dec(r.x)
-    chunks = list(zip(pf["chunk"].astype(int), pf["context"].astype(int)))
-    mp = pf["measured_s"].to_numpy(float)
-
-    def make_pf(x):
-        e = np.exp(x)
-        return _kernel_with(k, attn_prefill_eff_compute=float(e[0]), attn_prefill_eff_mem=float(e[1]),
-                            attn_prefill_floor_s=float(e[2]), attn_prefill_per_token_s=float(e[3]))
-
-    def res_pf(x):
-        m = build_model("llama-2-7b", "a100-80gb", 1, make_pf(x))
-        return np.log(np.array([m.attention_prefill_layer_s([c]) for c in chunks]) / mp)
-
-    r = _ls(res_pf, np.log([0.4, 0.6, 1e-5, 1e-8]), np.log([0.02, 0.02, 1e-8, 1e-12]),
-            np.log([1.0, 1.5, 1e-3, 1e-6]))
-    return make_pf(r.x)
-
-
-# ----------------------------------------------------------------------------- 5. engine
-ENGINE_FEATURES = ("fixed_s", "per_layer_s", "per_layer_tp_s", "per_seq_s", "per_token_s",
-                   "kernel_slowdown_per_token")
-
-
-def splitwise_features(sw: pd.DataFrame, kernels: dict[str, KernelParams]) -> tuple[np.ndarray, np.ndarray]:
-    """Kernel-only predicted time and the engine-overhead feature matrix of each Splitwise row."""
-    kern_t, feats = [], []
-    cache: dict = {}
-    for r in sw.itertuples(index=False):
-        key = (r.model, r.gpu, r.tp)
-        if key not in cache:
-            gpu_kernel = kernels.get(r.gpu) or kernels["default"]
-            cache[key] = build_model(r.model, r.gpu, r.tp, gpu_kernel)
-        m = cache[key]
-        L = m.model.num_layers
-        if r.kind == "prefill":
-            t = m.iteration_time_s([(r.prompt, 0)] * r.batch, 0, 0, 0)
-            ntok = r.batch * r.prompt
-        else:
-            t = m.iteration_time_s((), r.batch, r.batch * (r.prompt + r.output / 2), 0)
-            ntok = r.batch
-        kern_t.append(t)
-        feats.append([1.0, L, L * (r.tp - 1), r.batch, ntok, ntok * t])
-    return np.array(kern_t), np.array(feats, float)
-
-
-def fit_engine(sw: pd.DataFrame, kernels: dict[str, KernelParams]) -> EngineParams:
-    train = sw[(sw["excluded"] == "") & ~sw.apply(
-        lambda r: is_heldout_splitwise(r["model"], r["gpu"], r["tp"]), axis=1)]
-    kt, X = splitwise_features(train, kernels)
-    meas = train["measured_s"].to_numpy(float)
-    scale = np.array([1e-3, 1e-4, 1e-5, 1e-4, 1e-6, 1e-5])
-
-    def res(x):
-        return np.log((kt + X @ (x * scale)) / meas)
-
-    r = _ls(res, np.ones(6), np.zeros(6), np.full(6, np.inf))
-    theta = r.x * scale
-    return EngineParams(**{k: float(v) for k, v in zip(ENGINE_FEATURES, theta)})
+def fit_attention_rows_hopper(ref: Path, base: KernelParams) -> KernelParams:
+    """Hopper attention (fitted on the H200 rows; efficiencies are fractions of each GPU's peaks,
+    so H100 and H200 share them) applied on top of ``base``."""
+    return fit_attention_rows(R.h200_profile(ref), "h200-141gb", base)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -239,11 +73,17 @@ def fit_all(ref: Path, progress=None) -> dict:
                        "gbytes_per_s": {"2": 12.0, "4": 8.0, "8": 6.0}}
     ops = R.vidur_ops(ref)
     kernels: dict[str, KernelParams] = {}
-    attn = None
+    profile_elem: dict[str, dict] = {}
     for gpu in CALIBRATED_GPUS:
         fam = network[NETWORK_FAMILY[gpu]]
         k = KernelParams.from_dict({"allreduce_latency_s": fam["latency_s"],
                                     "allreduce_gbytes_per_s": fam["gbytes_per_s"]})
+        if gpu == "h200-141gb":  # measured per-op and whole-model rows (no Vidur profile)
+            step(f"GEMMs, attention, elementwise {gpu}")
+            base = _kernel_with(kernels["h100-80gb"], allreduce_latency_s=fam["latency_s"],
+                                allreduce_gbytes_per_s=fam["gbytes_per_s"])
+            kernels[gpu], profile_elem[gpu] = fit_gpu_profile(R.h200_profile(ref), gpu, base)
+            continue
         step(f"GEMMs {gpu}")
         k = fit_gemm(ops, gpu, k)
         step(f"elementwise {gpu}")
@@ -251,15 +91,19 @@ def fit_all(ref: Path, progress=None) -> dict:
         if gpu == "a100-80gb":
             step("attention a100-80gb")
             k = fit_attention(R.vidur_attention_decode(ref), R.vidur_attention_prefill(ref), k)
-            attn = {f: getattr(k, f) for f in KernelParams.__dataclass_fields__ if f.startswith("attn_")}
+        elif gpu == "h100-80gb":  # provisional: refined below with the H200 (Hopper) attention fit
+            step("attention h200-141gb (Hopper)")
+            k = fit_attention_rows_hopper(ref, k)
         kernels[gpu] = k
-    # H100: no attention samples -> A100 attention efficiencies against H100 peaks
-    kernels["h100-80gb"] = _kernel_with(kernels["h100-80gb"], **attn)
     scalar = [f for f in KernelParams.__dataclass_fields__ if not f.startswith("allreduce")]
-    default = {f: float(np.mean([getattr(kernels[g], f) for g in CALIBRATED_GPUS])) for f in scalar}
+    default = {f: float(np.mean([getattr(kernels[g], f) for g in SPEC_DEFAULT_FROM])) for f in scalar}
     kernels["default"] = KernelParams.from_dict(default)
-    step("engine overhead")
-    engine = fit_engine(R.splitwise_times(ref), kernels)
+    step("engine overhead vllm-2023")  # 2023 engines: Ampere-era attention kernels on every GPU
+    attn_2023 = {f: getattr(kernels["a100-80gb"], f) for f in KernelParams.__dataclass_fields__
+                 if f.startswith("attn_")}
+    engine = fit_engine(R.splitwise_times(ref), {g: _kernel_with(k, **attn_2023) for g, k in kernels.items()})
+    step("engine overhead vllm-v1")
+    v1 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, kernels[g], eng))
 
     def strip(k: KernelParams) -> dict:
         d = k.to_dict()
@@ -268,15 +112,20 @@ def fit_all(ref: Path, progress=None) -> dict:
         return {kk: float(v) for kk, v in d.items()}
 
     return {
-        "version": datetime.now(timezone.utc).strftime("%Y%m%d"),
+        "version": datetime.now(UTC).strftime("%Y%m%d"),
         "description": "Fitted by python -m inferencegym.sim.calibration.fit on Vidur profiles "
-                       "(kernels, all-reduce) and SplitwiseSim end-to-end times (engine overhead).",
+                       "(A100/H100 kernels, all-reduce), the measured H200 Llama-2-7B rows (H200 "
+                       "kernels, Hopper attention), SplitwiseSim end-to-end times (engine profile "
+                       "vllm-2023) and vLLM performance-CI latencies (engine profile vllm-v1).",
         "heldout_vidur": [list(h) for h in HELDOUT_VIDUR],
         "heldout_splitwise": [list(h) for h in HELDOUT_SPLITWISE],
         "gpus": {g: strip(kernels[g]) for g in CALIBRATED_GPUS},
+        "attention_family": dict(ATTENTION_FAMILY),
+        "profile_elementwise": profile_elem,
         "default_gpu": strip(kernels["default"]),
         "network": network,
-        "engine": engine.to_dict(),
+        "engines": {"vllm-2023": engine.to_dict(), "vllm-v1": v1.to_dict()},
+        "engine_attention": {"vllm-2023": "a100-80gb"},
     }
 
 

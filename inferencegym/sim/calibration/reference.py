@@ -132,3 +132,45 @@ def splitwise_times(ref: Path) -> pd.DataFrame:
         rows.append({**base, "kind": "prefill", "measured_s": r.prompt_time * 1e-3, "excluded": excl})
         rows.append({**base, "kind": "decode", "measured_s": r.token_time * 1e-3, "excluded": excl})
     return pd.DataFrame(rows)
+
+
+H200_PROFILE = ("h200", "h200_llama2_7b_profile.json")
+PROFILE_KEYS = {  # op -> the keys a row of a GPU profile file carries besides model, tp, op, time_s
+    "attn_pre_proj": ("n_tokens",), "attn_post_proj": ("n_tokens",), "mlp_up_proj": ("n_tokens",),
+    "mlp_down_proj": ("n_tokens",), "attn_prefill": ("chunk", "context"),
+    "attn_decode": ("batch", "context"), "model_prefill": ("prompt_tokens",),
+    "model_prefill_cached": ("prompt_tokens", "context"), "model_decode": ("batch", "context"),
+}
+
+
+def gpu_profile(path: Path) -> tuple[dict, pd.DataFrame]:
+    """A GPU profile file (the schema of ``h200/h200_llama2_7b_profile.json``, written by
+    ``benchmarks/gpu_profile.py``): ``(info, rows)`` with one row per measurement, columns model,
+    tp, op, n_tokens, chunk, context, batch, prompt_tokens (0 where not applicable), measured_s.
+    Raises ValueError naming the first malformed row."""
+    import json
+
+    data = json.loads(_need(Path(path)).read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or not data["rows"]:
+        raise ValueError(f"{path}: expected a JSON object with a non-empty 'rows' list "
+                         f"(written by benchmarks/gpu_profile.py)")
+    out = []
+    for i, r in enumerate(data["rows"]):
+        op = r.get("op") if isinstance(r, dict) else None
+        if op not in PROFILE_KEYS:
+            raise ValueError(f"{path}: row {i} has op {op!r}; valid: {', '.join(PROFILE_KEYS)}")
+        need = ("model", "tp", "time_s") + PROFILE_KEYS[op]
+        missing = [k for k in need if k not in r]
+        if missing or not float(r["time_s"]) > 0:
+            raise ValueError(f"{path}: row {i} ({op}) needs {list(need)} with time_s > 0; "
+                             f"missing {missing}, time_s={r.get('time_s')!r}")
+        row = {"model": r["model"], "tp": int(r["tp"]), "op": op, "measured_s": float(r["time_s"])}
+        for k in ("n_tokens", "chunk", "context", "batch", "prompt_tokens"):
+            row[k] = int(r.get(k, 0))
+        out.append(row)
+    return dict(data.get("info", {})), pd.DataFrame(out)
+
+
+def h200_profile(ref: Path) -> pd.DataFrame:
+    """The measured H200 Llama-2-7B rows (see :func:`gpu_profile`)."""
+    return gpu_profile(Path(ref) / H200_PROFILE[0] / H200_PROFILE[1])[1]

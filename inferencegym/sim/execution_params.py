@@ -1,0 +1,203 @@
+"""Parameters of the execution-time model and where they come from.
+
+``KernelParams`` (per-GPU kernel efficiencies), ``EngineParams`` (a serving engine's per-iteration
+overhead), the engine profiles (``ENGINE_PROFILES``) and the loader of the committed calibration
+(``inferencegym/data/calibration.json``, parsed once per process), plus the registry of GPUs fitted
+at run time (``calibration.custom``). The model itself is ``execution.ExecutionModel``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+ENGINE_PROFILES = ("vllm-v1", "vllm-2023", "kernel-only")
+"""Serving-engine overhead profiles (docs/calibration.md): ``vllm-v1`` (today's vLLM: CUDA-graphed
+decode, asynchronous scheduling; fitted on vLLM's performance-CI latencies), ``vllm-2023`` (the
+2023 engines measured by SplitwiseSim) and ``kernel-only`` (no overhead: what kernel profiles
+measure)."""
+DEFAULT_ENGINE_PROFILE = "vllm-v1"
+
+@dataclass(frozen=True, kw_only=True)
+class KernelParams:
+    """Fitted kernel efficiencies of one GPU type (all times in seconds)."""
+
+    gemm_eff_compute: float = 0.70
+    """Fraction of the tensor-core peak GEMMs reach when compute-bound."""
+    gemm_eff_mem: float = 0.75
+    """Fraction of the memory bandwidth GEMMs reach when memory-bound."""
+    gemm_p: float = 2.0
+    """Exponent of the smooth roofline max (large = hard max)."""
+    gemm_floor_s: float = 6e-6
+    """Fixed time of one GEMM kernel (launch, tail)."""
+    norm_eff_mem: float = 0.4
+    """Bandwidth fraction of an RMSNorm (reads and writes the hidden states)."""
+    rope_eff_mem: float = 0.6
+    """Bandwidth fraction of rotary embedding (reads and writes Q and K)."""
+    act_eff_mem: float = 0.7
+    """Bandwidth fraction of the MLP activation (SiLU(gate)*up: reads 2, writes 1)."""
+    add_eff_mem: float = 0.8
+    """Bandwidth fraction of the residual add (reads 2, writes 1 hidden states)."""
+    elem_floor_s: float = 4e-6
+    """Fixed time of one elementwise kernel."""
+    attn_prefill_eff_compute: float = 0.45
+    """Fraction of the FP16 peak reached by prefill attention among the chunk's own tokens
+    (the causal triangle ``N*(N+1)/2``)."""
+    attn_prefill_ctx_eff_compute: float = 0.45
+    """Fraction of the FP16 peak reached by the chunk's queries attending to cached context
+    (the ``N*C`` rectangle: chunked prefill, prefix-cache hits)."""
+    attn_prefill_eff_mem: float = 0.6
+    """Bandwidth fraction of prefill attention (reading cached KV)."""
+    attn_prefill_floor_s: float = 1e-5
+    """Fixed time of the prefill attention kernel(s) per layer and iteration."""
+    attn_prefill_per_token_s: float = 5e-8
+    """Per prefill token time (reshapes, KV-cache writes) per layer."""
+    attn_decode_eff_mem: float = 0.85
+    """Bandwidth fraction reached reading the KV cache in decode attention."""
+    attn_decode_eff_compute: float = 0.3
+    """Fraction of the FP16 peak for decode attention FLOPs (matters for k+1 queries)."""
+    attn_decode_floor_s: float = 6e-6
+    """Fixed time of the decode attention kernel per layer and iteration."""
+    attn_decode_per_seq_kv_head_s: float = 3.0e-8
+    """Per decode sequence and per KV head on the GPU, per layer (one work unit of the decode
+    kernel's grid: block-table lookups, partition reductions). Scales with GQA and TP."""
+    allreduce_latency_s: tuple[tuple[int, float], ...] = ((2, 1.5e-5), (4, 2.0e-5), (8, 2.5e-5))
+    """All-reduce latency per TP degree."""
+    allreduce_gbytes_per_s: tuple[tuple[int, float], ...] = ((2, 150.0), (4, 120.0), (8, 110.0))
+    """All-reduce algorithm bandwidth (message bytes / transfer time) per TP degree, GB/s."""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> KernelParams:
+        kw = dict(d)
+        for key in ("allreduce_latency_s", "allreduce_gbytes_per_s"):
+            if key in kw and isinstance(kw[key], dict):
+                kw[key] = tuple(sorted((int(t), float(v)) for t, v in kw[key].items()))
+        known = set(cls.__dataclass_fields__)
+        unknown = set(kw) - known
+        if unknown:
+            raise ValueError(f"unknown kernel calibration keys {sorted(unknown)}; valid: {sorted(known)}")
+        return cls(**kw)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["allreduce_latency_s"] = {str(t): v for t, v in self.allreduce_latency_s}
+        d["allreduce_gbytes_per_s"] = {str(t): v for t, v in self.allreduce_gbytes_per_s}
+        return d
+
+    def allreduce(self, tp: int) -> tuple[float, float]:
+        """(latency_s, bytes_per_s) of one all-reduce across ``tp`` GPUs (0, inf at TP 1)."""
+        if tp <= 1:
+            return 0.0, math.inf
+        lat = dict(self.allreduce_latency_s)
+        bw = dict(self.allreduce_gbytes_per_s)
+        if tp in lat and tp in bw:
+            return lat[tp], bw[tp] * 1e9
+        # nearest degree available (presets only allow 1/2/4/8)
+        best = min(lat, key=lambda t: abs(t - tp))
+        return lat[best], bw[best] * 1e9
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineParams:
+    """Serving-engine overhead per iteration (fitted on end-to-end times), seconds."""
+
+    fixed_s: float = 2.0e-3
+    """Per iteration: scheduling, input preparation, sampling launch."""
+    per_layer_s: float = 1.5e-4
+    """Per layer and iteration: kernel launches and synchronisation not in kernel profiles."""
+    per_layer_tp_s: float = 0.0
+    """Extra per layer and iteration for each GPU beyond the first (TP synchronisation)."""
+    per_seq_s: float = 2.0e-5
+    """Per sequence in the batch: sampling, detokenisation, bookkeeping."""
+    per_token_s: float = 0.0
+    """Per batched token (input preparation)."""
+    kernel_slowdown_per_token: float = 0.0
+    """Kernel time is multiplied by ``1 + kernel_slowdown_per_token * n`` for an iteration of n
+    batched tokens: end-to-end engines lose efficiency on very large iterations (observed in the
+    SplitwiseSim prefill times; ~0 below a few hundred tokens)."""
+    allreduce_latency_s: float | None = None
+    """Latency of one tensor-parallel all-reduce with the engine's own kernel (vLLM's custom
+    all-reduce over NVLink), used where it is below the GPU's NCCL profile; None: NCCL only.
+    Not applied on PCIe-only GPUs (the custom kernel needs NVLink)."""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EngineParams:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown engine calibration keys {sorted(unknown)}; valid: {sorted(known)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@lru_cache(maxsize=1)
+def load_calibration() -> dict:
+    """The committed calibration (``inferencegym/data/calibration.json``), parsed once per process."""
+    try:
+        text = resources.files("inferencegym").joinpath("data", "calibration.json").read_text("utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "inferencegym/data/calibration.json is missing from the installed package: reinstall "
+            "InferenceGym or regenerate it with `python -m inferencegym.sim.calibration.fit`") from None
+    return json.loads(text)
+
+
+def check_engine_profile(name: str) -> str:
+    """``name`` if it is a known engine profile, else ValueError listing the valid ones."""
+    if name not in ENGINE_PROFILES:
+        raise ValueError(f"unknown engine profile {name!r}; valid: {', '.join(ENGINE_PROFILES)}")
+    return name
+
+
+@lru_cache(maxsize=8)
+def engine_params(profile: str) -> EngineParams:
+    """Fitted overhead of engine profile ``profile`` (all zeros for ``kernel-only``)."""
+    check_engine_profile(profile)
+    if profile == "kernel-only":
+        return EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=0.0,
+                            per_token_s=0.0, kernel_slowdown_per_token=0.0)
+    return EngineParams.from_dict(load_calibration()["engines"][profile])
+
+
+_REGISTERED_KERNELS: dict[str, dict] = {}
+
+
+def register_gpu_kernel(gpu_name: str, kernel: dict) -> None:
+    """Use ``kernel`` (KernelParams fields without the all-reduce ones) for ``gpu_name`` from now on
+    (a GPU fitted by ``inferencegym calibrate --profile``; see ``calibration.custom``)."""
+    KernelParams.from_dict(dict(kernel))  # validate the keys now
+    _REGISTERED_KERNELS[gpu_name] = dict(kernel)
+    _params_for.cache_clear()
+
+
+@lru_cache(maxsize=64)
+def _params_for(gpu_name: str, network_profile: str,
+                engine_profile: str = "vllm-2023") -> tuple[KernelParams, EngineParams, bool]:
+    cal = load_calibration()
+    gpus = {**cal.get("gpus", {}), **_REGISTERED_KERNELS}
+    if gpu_name in gpus:
+        kd = dict(gpus[gpu_name])
+        fitted = True
+    else:
+        kd = dict(cal.get("default_gpu", {}))
+        fitted = False
+    attn_from = cal.get("engine_attention", {}).get(engine_profile)
+    if attn_from and gpu_name in gpus:  # the profile's engines ran another generation's kernels
+        kd.update({k: v for k, v in gpus[attn_from].items() if k.startswith("attn_")})
+    net = cal.get("network", {}).get(network_profile)
+    if net:
+        kd["allreduce_latency_s"] = net["latency_s"]
+        kd["allreduce_gbytes_per_s"] = net["gbytes_per_s"]
+    kernel = KernelParams.from_dict(kd)
+    return kernel, engine_params(engine_profile), fitted
+
+
+def engine_attention_gpu(engine_profile: str) -> str | None:
+    """The GPU whose attention fit an engine profile imposes on every calibrated GPU (``vllm-2023``:
+    the A100 fit, 2023 engines had no Hopper-optimised attention), or None (each GPU's own)."""
+    return load_calibration().get("engine_attention", {}).get(engine_profile)
