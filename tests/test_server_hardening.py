@@ -107,6 +107,8 @@ def test_strict_types_are_not_coerced_into_actions(http):
         r = http.post("/step", json={"session_id": sid, "action": bad})
         assert r.status_code == 422, (bad, r.text)
     assert http.get("/state", params={"session_id": sid}).json()["step_count"] == 0
+    for bad in ({"seed": "5"}, {"seed": True}, {"seed": 5.0}, {"task_id": 3}):
+        assert http.post("/reset", json=bad).status_code == 422, bad
     ok = http.post("/step", json={"session_id": sid, "action": {"batch_cap": 64, "kv_budget_fraction": 1}})
     assert ok.status_code == 200
 

@@ -176,7 +176,7 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     """Run BC for the config's modules; returns {module_id: saved state dir} for ``load_state_path``."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from inferencegym.policies import get_policy
+    from inferencegym.policies import get_policy, is_privileged
     from inferencegym.rl.env_creators import make_cluster_env, make_single_env
     from inferencegym.rl.modules import module_class
 
@@ -189,7 +189,9 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
         baseline = get_policy(b.baseline, cfg.task_id)
         from inferencegym.envs.actions import ServeAction, action_to_flat
 
-        e = make_single_env(env_config)
+        # A privileged teacher (clairvoyant) reads info["oracle/*"]: only the collection env has it;
+        # the student learns from observations, and the PPO envs are never privileged.
+        e = make_single_env({**env_config, "privileged": is_privileged(baseline)})
         obs, acts, rews, ends = collect_single(e, lambda o, i: baseline.act(o, i), episodes=b.episodes, seed=b.seed,
                                    encode=lambda a: action_to_flat(ServeAction.from_any(a)))
         mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space
