@@ -83,6 +83,9 @@ def test_simulate_missing_trace_and_bad_outputs(files):
                             str(files / "no" / "such" / "r.parquet"), "--json"), "mkdir -p")
     assert not (files / "no").exists()  # never created silently
     _assert_user_error(*run("simulate", "--rate", "100000", "--duration-s", "1e6", "--json"), "requests")
+    # replay checks its output before sending anything (port 9: nothing listens)
+    _assert_user_error(*run("replay", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--task",
+                            "static_workload", "--output", str(files / "no" / "r.parquet")), "mkdir -p")
 
 
 @pytest.mark.parametrize("name,ok", [("onerow.csv", True), ("equal.csv", True),

@@ -232,6 +232,9 @@ def test_non_finite_huge_and_oversized_inputs_are_refused_cleanly(endpoint):
         assert c.post(f"{url}/act", json={"observation": [0.0] * D}).status_code == 200
         m = c.get(f"{url}/metrics")
         assert m.status_code == 200 and "inferencegym_serve_http_requests_total" in m.text
+        # DNS-rebinding guard: only loopback host names by default
+        assert c.get(f"{url}/healthz", headers={"host": "evil.example"}).status_code == 400
+        assert c.get(f"{url}/healthz", headers={"host": "localhost"}).status_code == 200
 
 
 def test_schema_fuzz_of_the_serve_endpoint_never_5xx(endpoint):

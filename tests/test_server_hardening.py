@@ -107,6 +107,8 @@ def test_strict_types_are_not_coerced_into_actions(http):
         r = http.post("/step", json={"session_id": sid, "action": bad})
         assert r.status_code == 422, (bad, r.text)
     assert http.get("/state", params={"session_id": sid}).json()["step_count"] == 0
+    for bad in ({"seed": "5"}, {"seed": True}, {"seed": 5.0}, {"task_id": 3}):
+        assert http.post("/reset", json=bad).status_code == 422, bad
     ok = http.post("/step", json={"session_id": sid, "action": {"batch_cap": 64, "kv_budget_fraction": 1}})
     assert ok.status_code == 200
 
@@ -204,3 +206,21 @@ def test_socket_bind_to_other_loopback_addresses_works():
 def test_privileged_env_flag_is_strict():
     with pytest.raises(TypeError):
         LLMServeEnv("static_workload", privileged="yes")
+
+
+def test_websocket_route_refuses_bad_numbers_and_keeps_the_session(server_url):
+    """OpenEnv's WebSocket session (/ws): NaN, Infinity, huge integers and "64" are error messages,
+    the session goes on, and its observations carry no oracle."""
+    from websockets.sync.client import connect
+
+    with connect(server_url.replace("http", "ws") + "/ws") as ws:
+        ws.send('{"type": "reset", "data": {"seed": 1, "task_id": "adversarial_multitenant"}}')
+        assert '"observation"' in ws.recv(timeout=60)
+        for data in ('{"batch_cap": NaN}', '{"batch_cap": "64"}', '{"batch_cap": ' + "9" * 401 + "}",
+                     '{"priority_routing": "yes"}'):
+            ws.send('{"type": "step", "data": ' + data + "}")
+            reply = ws.recv(timeout=60)
+            assert '"error"' in reply, (data, reply[:200])
+        ws.send('{"type": "step", "data": {"batch_cap": 64}}')
+        reply = ws.recv(timeout=60)
+        assert '"step":1' in reply and "oracle" not in reply

@@ -81,6 +81,10 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=json_out)
         if (trace is None) == (task is None):
             raise typer.BadParameter("give exactly one workload: --trace PATH or --task ID")
+        if output is not None:  # before any request is sent: not a folder, not the trace, folder exists
+            from inferencegym.cli.validation import check_output_path
+
+            check_output_path(output, inputs=[trace])
         try:
             cfg = ReplayConfig(endpoint=endpoint, model=model, max_requests=max_requests,
                                concurrency=concurrency, time_scale=time_scale, api=api,

@@ -16,10 +16,10 @@ def register(app: typer.Typer) -> None:
                                  "to expose the endpoint (then put auth in front of it)."),
         module_id: str = typer.Option(None, "--module-id", help="Module to serve when the checkpoint "
                                       "holds several (e.g. the router of a cluster checkpoint)."),
-        max_batch_size: int = typer.Option(64, "--max-batch-size", min=1, help="@serve.batch limit."),
-        batch_wait_ms: float = typer.Option(2.0, "--batch-wait-ms", min=0.0,
+        max_batch_size: int = typer.Option(64, "--max-batch-size", min=1, max=1024, help="@serve.batch limit."),
+        batch_wait_ms: float = typer.Option(2.0, "--batch-wait-ms", min=0.0, max=10_000.0,
                                             help="How long a batch waits to fill."),
-        replicas: int = typer.Option(1, "--replicas", min=1, help="Serve replicas of the policy."),
+        replicas: int = typer.Option(1, "--replicas", min=1, max=256, help="Serve replicas of the policy."),
     ) -> None:
         """Serve POST /act, GET /healthz and GET /metadata for POLICY until Ctrl-C.
 

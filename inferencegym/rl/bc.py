@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from inferencegym.envs.actions import ServeAction, action_to_flat
-from inferencegym.policies import get_policy
+from inferencegym.policies import get_policy, is_privileged
 from inferencegym.policies.routers import get_cluster_policy
 from inferencegym.rl.env_creators import make_cluster_env, make_single_env
 from inferencegym.rl.modules import module_class
@@ -190,7 +190,9 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     if cfg.env == "single":
         baseline = get_policy(b.baseline, cfg.task_id)
 
-        e = make_single_env(env_config)
+        # A privileged teacher (clairvoyant) reads info["oracle/*"]: only the collection env has it;
+        # the student learns from observations, and the PPO envs are never privileged.
+        e = make_single_env({**env_config, "privileged": is_privileged(baseline)})
         obs, acts, rews, ends = collect_single(e, lambda o, i: baseline.act(o, i), episodes=b.episodes, seed=b.seed,
                                    encode=lambda a: action_to_flat(ServeAction.from_any(a)))
         mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space

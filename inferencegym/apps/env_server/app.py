@@ -73,7 +73,7 @@ SESSION_ID_FIELD = Field(..., min_length=1, max_length=128, description="id retu
 class ResetBody(BaseModel):
     """``POST /reset`` body; every field is optional (``{}`` starts a default episode)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
 
     seed: int | None = Field(None, ge=0, le=2**32 - 1, description="episode seed (drawn if omitted)")
     task_id: str | None = Field(None, max_length=128, description="task (default: static_workload)")
@@ -87,7 +87,7 @@ class ResetBody(BaseModel):
 class StepBody(BaseModel):
     """``POST /step`` body."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
 
     session_id: str = SESSION_ID_FIELD
     action: InferenceGymAction = Field(..., description="the serving configuration (see /schema)")
@@ -101,7 +101,7 @@ class GraderBody(BaseModel):
     server replays (the simulator is deterministic) and grades on the log it wrote itself. A
     client-written log or metric is never graded."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
 
     session_id: str | None = Field(None, min_length=1, max_length=128)
     task_id: str | None = Field(None, max_length=128)
@@ -117,7 +117,7 @@ class GraderBody(BaseModel):
 class SuggestBody(BaseModel):
     """``POST /suggest`` body: what a baseline policy would do in the session's current state."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
 
     session_id: str = SESSION_ID_FIELD
     policy: str = Field("heuristic", min_length=1, max_length=64)
