@@ -147,3 +147,10 @@ def test_cli_generates_and_fits_prefix_workloads(reference_dir, tmp_path):
     fitted = PrefixWorkloadSpec.load(tmp_path / "mc_shared_prefix.json")
     assert fitted.num_prefixes == default_prefix_spec("mooncake_shared_prefix").num_prefixes
     assert json.loads((tmp_path / "fit.json").read_text())["source_stats"]["prefix"]["hit_bound"] > 0.6
+
+
+def test_labelled_turns_of_generated_sessions_agree_with_the_chain_view():
+    w = generate_prefix_workload(spec(), 300.0, np.random.default_rng(2))
+    t = prefix_stats(w)["turns"]
+    assert t["mean_turns_labelled"] == pytest.approx(len(w) / np.unique(w.ints["session"]).size)
+    assert t["mean_turns"] == pytest.approx(t["mean_turns_labelled"])  # every later turn holds the previous one

@@ -50,10 +50,12 @@ def test_bailian_rows_keep_sessions_turns_and_type(tmp_path):
     w = load_trace(_jsonl(tmp_path / "b.jsonl", rows), format="bailian")
     assert w.hash_block_tokens == 16
     np.testing.assert_allclose(w.arrival_s, [0.0, 1.5, 1.5])
-    assert w.ints["session"].tolist() == [5, 6, 7] and w.ints["parent"].tolist() == [-1, 5, -1]
+    assert w.ints["chat"].tolist() == [5, 6, 7] and w.ints["parent"].tolist() == [-1, 5, -1]
     assert w.ints["turn"].tolist() == [1, 2, 1] and w.label("type").tolist() == ["text", "text", "image"]
     r = w.to_requests()
     assert [len(x.block_hashes) for x in r] == [2, 4, 1] and r[1].block_hashes[:2] == r[0].block_hashes
+    t = prefix_stats(w)["turns"]
+    assert t["mean_turns_labelled"] == pytest.approx(1.5) and t["mean_turns"] == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize("bad,where,expected", [

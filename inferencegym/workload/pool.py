@@ -15,8 +15,8 @@ tenant          int64      tenant index (0 unless the trace says otherwise)
 priority        int64      0 best effort, 1 priority
 hash_ids        list<int64> prefix-sharing traces only: the request's prefix-block hash ids
                            (``hash_block_tokens`` tokens per id, in the metadata)
-session, turn,  int64      conversation traces only (Bailian ``chat_id``, ``turn``,
-parent                     ``parent_chat_id``; generated sessions)
+session, turn,  int64      conversation traces only (Bailian ``chat_id`` -> chat, ``turn``,
+parent, chat               ``parent_chat_id`` -> parent; generated ``session``, ``turn``)
 =============== ========== ==================================================================
 
 Pools written before hash chains existed have no ``hash_ids`` column and read as before.
@@ -49,7 +49,7 @@ POOL_SCHEMA_VERSION = "inferencegym.pool/1"
 META_KEY = b"inferencegym.pool"
 
 
-_INT_COLUMNS = ("session", "turn", "parent")
+_INT_COLUMNS = ("session", "turn", "parent", "chat")
 
 
 def _schema(hashes: bool = False, ints: tuple[str, ...] = ()):

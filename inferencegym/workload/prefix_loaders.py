@@ -13,7 +13,8 @@ bailian     ``chat_id``, ``parent_chat_id``, ``timestamp``,             s       
 Times are rebased so the first row is at 0 s. ``hash_ids[j]`` identifies block ``j`` of
 ``trace_block_tokens`` prompt tokens (a parameter; the defaults are the traces' published sizes);
 `inferencegym.workload.hashchain` maps them onto the simulator's blocks. Bailian's ``chat_id``,
-``parent_chat_id`` and ``turn`` become the int columns ``session``, ``parent`` and ``turn``, and
+``parent_chat_id`` and ``turn`` become the int columns ``chat``, ``parent`` (-1 at a conversation's
+first turn) and ``turn``, and
 ``type`` the label ``type``. The file is parsed with ``pyarrow.json`` (typed, fast); when a row does
 not parse, a line-by-line scan names the file, line, field and what was expected. Mooncake's real
 conversation trace is released on a ~3-second clock: ``spread_tick_s=3`` adds ``U[0, 3)`` s to
@@ -58,7 +59,7 @@ PREFIX_FORMATS: dict[str, _JsonFormat] = {
 }
 _WANT = {"int": "an integer", "num": "a finite number", "ids": "a list of integer block ids >= 0",
          "str": "a string"}
-_INT_COLUMNS = {"chat_id": "session", "parent_chat_id": "parent", "turn": "turn"}
+_INT_COLUMNS = {"chat_id": "chat", "parent_chat_id": "parent", "turn": "turn"}
 
 
 def _first_object(path: Path) -> dict:

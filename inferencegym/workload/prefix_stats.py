@@ -59,6 +59,19 @@ def zipf_exponent(counts: np.ndarray) -> float:
     return float(minimize_scalar(nll, bounds=(0.0, 6.0), method="bounded").x)
 
 
+def _labelled_turns(w: Workload) -> float | None:
+    """Requests per conversation from the workload's own labels: Bailian's ``parent`` (-1 starts a
+    conversation) or a generator's ``session``; None without labels."""
+    if not len(w):
+        return None
+    if "parent" in w.ints:
+        starts = int((w.ints["parent"] < 0).sum())
+        return len(w) / starts if starts else None
+    if "session" in w.ints:
+        return len(w) / int(np.unique(w.ints["session"]).size)
+    return None
+
+
 def _pcts(x: np.ndarray) -> dict[str, float | None]:
     if x.size == 0:
         return {f"p{q}": None for q in _QS} | {"mean": None}
@@ -131,7 +144,8 @@ def prefix_stats(w: Workload, *, block_tokens: int = 16, prefix_blocks: int = 1,
                   "seconds_hist": {"edges_s": edges.tolist(), "counts": hist.tolist()}},
         "popularity": popularity,
         "turns": {"follow_up_share": float(follows.mean()) if n else 0.0,
-                  "sessions": starts_n, "mean_turns": n / starts_n if starts_n else None},
+                  "sessions": starts_n, "mean_turns": n / starts_n if starts_n else None,
+                  "mean_turns_labelled": _labelled_turns(w)},
         "mean_prompt_tokens": float(w.prompt_tokens.mean()) if n else 0.0,
         "mean_output_tokens": float(w.output_tokens.mean()) if n else 0.0,
     }
