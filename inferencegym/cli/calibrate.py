@@ -6,6 +6,9 @@ from pathlib import Path
 
 import typer
 
+from inferencegym.sim import execution
+from inferencegym.sim import presets as P
+
 
 def _calibrate_profile(profile: Path, gpu: str | None, out: Path | None, fp16_tflops, mem_gbytes_per_s,
                        memory_gb, base_gpu: str) -> None:
@@ -15,7 +18,10 @@ def _calibrate_profile(profile: Path, gpu: str | None, out: Path | None, fp16_tf
     from rich.console import Console
     from rich.table import Table
 
-    from inferencegym.sim.calibration.custom import fit_custom_gpu, gpu_preset
+    from inferencegym.sim.calibration.custom import (  # lazy: imports scipy.optimize and pandas (~1.7 s); not at start-up
+        fit_custom_gpu,
+        gpu_preset,
+    )
 
     if gpu is None or out is None:
         raise typer.BadParameter("--profile needs --gpu NAME (the preset to fit) and --out FILE "
@@ -70,8 +76,13 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        from inferencegym.sim.calibration import reference as R
-        from inferencegym.sim.calibration.fit import default_output, fit_all
+        from inferencegym.sim.calibration import (
+            reference as R,  # lazy: imports scipy.optimize and pandas (~1.7 s); not at start-up
+        )
+        from inferencegym.sim.calibration.fit import (  # lazy: imports scipy.optimize and pandas (~1.7 s); not at start-up
+            default_output,
+            fit_all,
+        )
 
         console = Console()
         ref = reference_dir or R.default_reference_dir()
@@ -89,8 +100,9 @@ def register(app: typer.Typer) -> None:
         if report and out is None:
             from rich.table import Table
 
-            from inferencegym.sim import execution
-            from inferencegym.sim.calibration import evaluate as E
+            from inferencegym.sim.calibration import (
+                evaluate as E,  # lazy: imports scipy.optimize and pandas (~1.7 s); not at start-up
+            )
 
             execution.load_calibration.cache_clear()
             execution._params_for.cache_clear()
@@ -112,7 +124,6 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from inferencegym.sim import presets as P
 
         console = Console()
         t = Table(title="GPUs")

@@ -8,6 +8,24 @@ from typing import Optional
 
 import typer
 
+from inferencegym.cli.validation import OptionError, check_bins, check_output_path
+from inferencegym.workload import load_any
+from inferencegym.workload.adversarial import inject_mega_prompts, jitter
+from inferencegym.workload.fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate
+from inferencegym.workload.io import write_replay_csv
+from inferencegym.workload.pool import prepare, write_pool
+from inferencegym.workload.prefix_fit import fit_prefix_specs
+from inferencegym.workload.prefix_gen import (
+    PREFIX_FITS,
+    SCHEMA,
+    PrefixWorkloadSpec,
+    default_prefix_spec,
+    generate_prefix_workload,
+)
+from inferencegym.workload.prefix_stats import format_prefix_compare, prefix_stats
+from inferencegym.workload.stats import compare, detect_spikes, format_compare
+from inferencegym.workload.tenants import TenantMix
+
 data_app = typer.Typer(help="Workload traces: prepare Parquet pools, fit, generate, compare, spikes.",
                        no_args_is_help=True)
 
@@ -24,8 +42,6 @@ FORMAT_HELP = "burstgpt | azure | replay | mooncake | bailian | auto (from the h
 
 def _load(path: Path, fmt: str, keep_failed: bool = False, trace_block_tokens: Optional[int] = None,
           spread_tick_s: float = 0.0, seed: int = 0):
-    from inferencegym.workload import load_any
-
     return load_any(path, fmt, keep_failed=keep_failed, trace_block_tokens=trace_block_tokens,
                     spread_tick_s=spread_tick_s, seed=seed)
 
@@ -45,7 +61,6 @@ def _prefix_rows(w, block_tokens: int):
     """prefix_stats of a workload with hash chains, else None."""
     if w.hash_ids is None:
         return None
-    from inferencegym.workload.prefix_stats import prefix_stats
 
     return prefix_stats(w, block_tokens=block_tokens)
 
@@ -64,9 +79,6 @@ def prepare_cmd(
 ) -> None:
     """Stream a CSV trace into a typed Parquet pool (statistics in the file metadata)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from inferencegym.cli.validation import check_output_path
-    from inferencegym.workload.pool import prepare
 
     check_output_path(output, inputs=[input])
     # Written beside the output and renamed only on success: a trace that fails half-way leaves no
@@ -127,9 +139,6 @@ def fit_cmd(
     the fit's ``source_stats.prefix``."""
     import dataclasses
 
-    from inferencegym.cli.validation import check_bins, check_output_path
-    from inferencegym.workload.fit import fit_workload
-
     check_output_path(output, inputs=[input])
     try:
         w = _load(input, format, trace_block_tokens=trace_block_tokens, spread_tick_s=spread_tick_s, seed=seed)
@@ -142,7 +151,6 @@ def fit_cmd(
         if prefix_specs is not None:
             if ps is None:
                 raise ValueError(f"--prefix-specs needs a trace with hash chains; {input} has none")
-            from inferencegym.workload.prefix_fit import fit_prefix_specs
 
             for kind, spec in fit_prefix_specs(w, source=input.name).items():
                 dst = prefix_specs.parent / f"{prefix_specs.name}_{kind}.json"
@@ -183,28 +191,18 @@ def generate_cmd(
     """Draw a workload from a fit. The same fit, options and seed give a byte-identical file."""
     import numpy as np
 
-    from inferencegym.workload.adversarial import inject_mega_prompts, jitter
-    from inferencegym.workload.fit import DEFAULT_FITS, WorkloadFit, default_fit, generate
-    from inferencegym.cli.validation import OptionError, check_output_path
-    from inferencegym.workload.pool import write_pool
-
     if not (0 < duration_s <= 1e8):
         raise OptionError(f"--duration-s must be in (0, 1e8] s, got {duration_s:g}")
     check_output_path(output, inputs=[tenants, None if fit in DEFAULT_FITS else Path(fit)])
     try:
         rng = np.random.default_rng(seed)
         if tenants is not None:
-            from inferencegym.workload.tenants import TenantMix
-
             if rate is not None:
                 raise ValueError("--rate does not apply to --tenants; set rate_scale per tenant in the file")
             mix = TenantMix.load(tenants)
             w = mix.generate(duration_s, rng)
             fit_source = mix.to_dict()
         elif _is_prefix_spec(fit):
-            from inferencegym.workload.prefix_gen import (PREFIX_FITS, PrefixWorkloadSpec, default_prefix_spec,
-                                                          generate_prefix_workload)
-
             ps = default_prefix_spec(fit) if fit in PREFIX_FITS else PrefixWorkloadSpec.load(fit)
             if rate is not None:
                 ps = ps.with_rate(rate)
@@ -226,8 +224,6 @@ def generate_cmd(
                   "seed": seed, "duration_s": duration_s, "rate": rate, "jitter_s": jitter_s,
                   "mega_prompt_tokens": mega_tokens, "mega_every_s": mega_every_s, "mega_mode": mega_mode}
         if output.suffix.lower() == ".csv":
-            from inferencegym.workload.io import write_replay_csv
-
             if w.hash_ids is not None:
                 raise ValueError("the replay CSV cannot hold hash chains; write a .parquet pool to keep them")
             write_replay_csv(w, output)
@@ -240,8 +236,6 @@ def generate_cmd(
 
 
 def _is_prefix_spec(fit: str) -> bool:
-    from inferencegym.workload.prefix_gen import PREFIX_FITS, SCHEMA
-
     if fit in PREFIX_FITS:
         return True
     p = Path(fit)
@@ -268,8 +262,6 @@ def compare_cmd(
     """Rate, burstiness, length percentiles, correlation and KS tests of two traces side by side;
     prefix statistics (infinite-cache hit bound, reuse distance, prefix popularity, turns) when
     either has hash chains."""
-    from inferencegym.workload.stats import compare, format_compare
-
     if trace_format is not None:
         format_a = trace_format if format_a == "auto" else format_a
         format_b = trace_format if format_b == "auto" else format_b
@@ -294,8 +286,6 @@ def compare_cmd(
     for row in format_compare(r):
         t.add_row(*row)
     if "prefix" in r:
-        from inferencegym.workload.prefix_stats import format_prefix_compare
-
         for row in format_prefix_compare(r["prefix"]["a"], r["prefix"]["b"]):
             t.add_row(*row)
     Console().print(t)
@@ -313,9 +303,6 @@ def spikes_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Spike windows of a trace: start, end, peak rate, requests."""
-    from inferencegym.cli.validation import check_bins
-    from inferencegym.workload.stats import detect_spikes
-
     try:
         w = _load(input, format)
         check_bins(w.span_s, bin_s)

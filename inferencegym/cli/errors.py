@@ -16,6 +16,8 @@ from typing import Any
 import click
 import typer
 
+from inferencegym.rl.config import ConfigError
+
 #: Exceptions that mean "the input was wrong" (exit 2).
 USER_ERRORS: tuple[type[BaseException], ...] = (
     FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError,
@@ -32,8 +34,6 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     except ImportError:  # pragma: no cover
         pass
     try:
-        from inferencegym.rl.config import ConfigError
-
         extra.append(ConfigError)
     except ImportError:  # pragma: no cover
         pass

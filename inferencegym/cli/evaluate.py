@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             cluster_rows = []
             for p in policies:
                 for t in cluster:
-                    from inferencegym.evaluation.cluster import (
+                    from inferencegym.evaluation.cluster import (  # lazy: imports Ray / torch (~5 s); not at start-up
                         evaluate_cluster_policy,  # lazy: imports Ray / torch (~5 s); not at start-up
                     )
                     prog.update(bar, description=f"{p} on {t}")
@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         rows = [r.to_json_dict() for r in results] + cluster_rows
         if mlflow:
             try:
-                from inferencegym.tracking import (
+                from inferencegym.tracking import (  # lazy: imports MLflow (~4.5 s); not at start-up
                     log_evaluation_run,  # lazy: imports MLflow (~4.5 s); not at start-up
                 )
             except ImportError:

@@ -9,18 +9,18 @@ from typing import Optional
 
 import typer
 
+from inferencegym.cli.validation import check_output_path
 from inferencegym.envs import get_task
 from inferencegym.tasks.episode_workload import generate_episode_workload
-from inferencegym.workload import load_any
+from inferencegym.workload import Workload, load_any
+from inferencegym.workload.prefix_stats import prefix_stats
+from inferencegym.workload.prompt_text import workload_prompts
 
 
 def _chains_of_replayed(wl, n: int, max_prompt_tokens: int, block_tokens: int):
     """Simulator block hashes and the infinite-cache hit bound of the first ``n`` requests as
     replayed (prompts clipped to ``max_prompt_tokens``)."""
     import numpy as np
-
-    from inferencegym.workload import Workload
-    from inferencegym.workload.prefix_stats import prefix_stats
 
     B = wl.hash_block_tokens
     p = np.clip(wl.prompt_tokens[:n], 1, max_prompt_tokens)
@@ -82,7 +82,6 @@ def register(app: typer.Typer) -> None:
         if (trace is None) == (task is None):
             raise typer.BadParameter("give exactly one workload: --trace PATH or --task ID")
         if output is not None:  # before any request is sent: not a folder, not the trace, folder exists
-            from inferencegym.cli.validation import check_output_path
 
             check_output_path(output, inputs=[trace])
         try:
@@ -113,7 +112,6 @@ def register(app: typer.Typer) -> None:
         a, p, o, clipped = prepare_workload(wl.arrival_s, wl.prompt_tokens, wl.output_tokens, cfg)
         prompts = hashes = hit_bound = None
         if getattr(wl, "hash_ids", None) is not None:  # same hash -> same text, block-aligned (prefix caching sees the sharing)
-            from inferencegym.workload.prompt_text import workload_prompts
 
             prompts = workload_prompts(wl, len(wl), max_prompt_tokens=max_prompt_tokens,
                                        block_tokens=block_tokens, seed=seed)

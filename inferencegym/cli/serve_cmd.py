@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from inferencegym.cli.errors import fail, one_line
+
 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
@@ -36,7 +38,7 @@ def register(app: typer.Typer) -> None:
             run_server,
             shutdown_server,
         )
-        from inferencegym.apps.policy_endpoint.policy import (
+        from inferencegym.apps.policy_endpoint.policy import (  # lazy: imports Ray / torch (~5 s); not at start-up
             ServedPolicy,  # lazy: imports Ray / torch (~5 s); not at start-up
         )
 
@@ -45,8 +47,6 @@ def register(app: typer.Typer) -> None:
         try:
             ServedPolicy.from_spec(policy, task_id=task, module_id=module_id)
         except (ValueError, FileNotFoundError) as exc:
-            from inferencegym.cli.errors import fail, one_line
-
             fail(one_line(exc))
         with console.status(f"starting Ray Serve on {host}:{port} ..."):
             run_server(policy, task_id=task, module_id=module_id, host=host, port=port,

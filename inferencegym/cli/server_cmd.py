@@ -21,8 +21,8 @@ def register(app: typer.Typer) -> None:
         """Serve the single-agent tasks over OpenEnv's HTTP/WebSocket protocol (web page at /web)."""
         import uvicorn
 
-        from inferencegym.apps.env_server.app import build_app  # lazy: FastAPI + the envs (~1 s)
-        from inferencegym.apps.http_security import HTTPLimits
+        from inferencegym.apps.env_server.app import build_app  # lazy: FastAPI, openenv, the envs (~9 s)
+        from inferencegym.apps.http_security import HTTPLimits  # lazy: FastAPI (~0.6 s)
 
         if max_sessions_per_client is not None and max_sessions_per_client > max_sessions:
             raise typer.BadParameter(f"--max-sessions-per-client ({max_sessions_per_client}) exceeds "

@@ -14,6 +14,10 @@ from typing import Any, Optional
 
 import typer
 
+from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
+from inferencegym.workload import load_trace
+
 DEFAULTS: dict[str, Any] = {
     "model": "llama-2-7b", "gpu": "a100-80gb", "tensor_parallel": 1, "replicas": 1,
     "router": "round_robin", "scheduler": "vllm", "batch_cap": 128, "chunk_size": 512,
@@ -45,7 +49,6 @@ def load_tenants(path: str | Path):
     generated requests; default equal shares). Returns (tuple of TenantSpec, list of shares)."""
     import yaml
 
-    from inferencegym.sim import TenantSpec
 
     p = Path(path)
     if not p.is_file():
@@ -81,12 +84,9 @@ def build_requests(o: dict, tenants, shares):
     """Requests from a trace (``--trace``) or Poisson arrivals with fixed lengths (seeded)."""
     import numpy as np
 
-    from inferencegym.sim import Request
 
     rng = np.random.default_rng(o["seed"])
     if o["trace"]:
-        from inferencegym.workload import load_trace
-
         wl = load_trace(o["trace"], format=o["trace_format"])
         if o["duration_s"] is not None:
             wl = wl.window(0.0, float(o["duration_s"]))
@@ -120,7 +120,6 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
     """Run the scenario described by the resolved options; returns (summary dict, cluster)."""
     import numpy as np
 
-    from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
 
     if o["tenants"]:
         tenants, shares = load_tenants(o["tenants"])
@@ -270,8 +269,6 @@ def register(app: typer.Typer) -> None:
         given = {k: v for k, v in locals().items() if k in DEFAULTS and v is not None}
         opts = dict(DEFAULTS)
         if config is not None:
-            from inferencegym.cli.validation import read_yaml_mapping
-
             data = {str(k).replace("-", "_"): v for k, v in read_yaml_mapping(config).items()}
             unknown = set(data) - set(DEFAULTS)
             if unknown:
@@ -279,7 +276,6 @@ def register(app: typer.Typer) -> None:
                                          f"valid: {', '.join(sorted(DEFAULTS))}")
             opts.update(data)
         opts.update(given)
-        from inferencegym.cli.validation import check_output_path, validate_simulate_options
 
         opts = validate_simulate_options(opts)  # types and ranges, before anything is allocated
         if opts["trace"] and not Path(opts["trace"]).is_file():

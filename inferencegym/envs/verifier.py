@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from inferencegym.envs.actions import InvalidActionError, ServeAction
+from inferencegym.envs.serve_env import LLMServeEnv
 from inferencegym.tasks.graders import GradeResult
 from inferencegym.tasks.spec import get_task
 
@@ -61,7 +62,6 @@ def replay_grade(task_id: str, seed: int, actions: Sequence[Any]) -> ReplayResul
             parsed.append(ServeAction.from_any(a))
         except InvalidActionError as exc:
             raise ReplayError(f"actions[{i}]: {exc}") from None
-    from inferencegym.envs.serve_env import LLMServeEnv
 
     env = LLMServeEnv(task.task_id)  # never privileged: the agent's own view
     env.reset(seed=seed)

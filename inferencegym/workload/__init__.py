@@ -14,14 +14,19 @@ need them.
 
 from .adversarial import inject_mega_prompts, jitter, mega_prompt_mask
 from .fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate, length_sampler
-from .loaders import FORMATS, TraceFormatError, detect_format
-from .sources import load_any, load_trace
 from .hashchain import HashChainError, sim_block_hashes
+from .loaders import FORMATS, TraceFormatError, detect_format
 from .pool import pool_metadata, prepare, read_pool, write_pool
-from .prefix_gen import (PREFIX_FITS, PrefixWorkloadSpec, default_prefix_spec, generate_prefix_mix,
-                         generate_prefix_workload)
+from .prefix_gen import (
+                         PREFIX_FITS,
+                         PrefixWorkloadSpec,
+                         default_prefix_spec,
+                         generate_prefix_mix,
+                         generate_prefix_workload,
+)
 from .prefix_loaders import PREFIX_FORMATS, load_prefix_trace
 from .prefix_stats import prefix_stats
+from .sources import load_any, load_trace
 from .stats import Spike, compare, detect_spikes, trace_stats
 from .tenants import Tenant, TenantMix
 from .trace import Workload

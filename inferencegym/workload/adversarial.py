@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferencegym.workload.arrivals import Poisson
+
 from .trace import Workload
 
 __all__ = ["jitter", "inject_mega_prompts", "mega_prompt_mask"]
@@ -51,7 +53,6 @@ def inject_mega_prompts(w: Workload, *, prompt_tokens: int, every_s: float, rng:
     if mode == "periodic":
         t = np.arange(every_s, end, every_s)
     else:
-        from .arrivals import Poisson
         t = Poisson(rate_per_s=1.0 / every_s).sample(end, rng)
     n = t.size
     mega = Workload.from_arrays(t, np.full(n, prompt_tokens), np.full(n, output_tokens), tenant, priority,

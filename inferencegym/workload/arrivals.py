@@ -24,6 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
+from inferencegym.workload.stats import bin_counts
+
 __all__ = ["ArrivalProcess", "Poisson", "GammaRenewal", "WeibullRenewal", "OnOffMMPP", "Diurnal",
            "EmpiricalRate", "MarkovBins", "arrival_from_dict", "fit_markov_bins", "fit_renewal",
            "ARRIVAL_KINDS"]
@@ -218,7 +220,6 @@ class EmpiricalRate:
 
     @classmethod
     def from_arrivals(cls, arrival_s: np.ndarray, bin_s: float = 10.0) -> "EmpiricalRate":
-        from .stats import bin_counts
         return cls(bin_s=bin_s, counts=tuple(float(c) for c in bin_counts(arrival_s, bin_s)))
 
     def sample(self, duration_s, rng):
@@ -415,8 +416,6 @@ def fit_markov_bins(arrival_s: np.ndarray, *, bin_s: float = 10.0, max_classes: 
     5. Inside a bin, the Gamma shape of arrival spacing is 1/CV^2 of the within-bin
        inter-arrival times (clipped to [0.05, 20]).
     """
-    from .stats import bin_counts
-
     a = np.asarray(arrival_s, np.float64)
     if a.size < 2 or a[-1] - a[0] <= 0:
         raise ValueError("fit_markov_bins: need at least two arrivals spanning a positive time")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from inferencegym.workload.stats import trace_stats
+
 from .arrivals import arrival_from_dict, fit_markov_bins, fit_renewal
 from .lengths import fit_copula_lengths, fit_parametric_lengths, lengths_from_dict
 from .trace import Workload
@@ -120,8 +122,6 @@ def fit_workload(w: Workload, *, bin_s: float = 10.0, source: str | None = None)
 
     Failed rows (0 output tokens) count as arrivals but not for lengths.
     """
-    from .stats import trace_stats
-
     if len(w) < 3:
         raise ValueError(f"fit_workload: need at least 3 requests, got {len(w)}")
     ok = ~w.failed

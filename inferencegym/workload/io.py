@@ -5,7 +5,6 @@ from __future__ import annotations
 import io as _io
 from pathlib import Path
 
-
 from .fit import atomic_write_bytes
 from .trace import Workload
 

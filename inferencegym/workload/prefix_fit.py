@@ -34,6 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+from inferencegym.workload.prefix_loaders import load_prefix_trace
+from inferencegym.workload.prefix_stats import prefix_stats
+
 from .hashchain import trace_chain
 from .prefix_gen import FITS_DIR, LEVELS, PREFIX_FITS, PrefixWorkloadSpec, generate_prefix_workload
 from .trace import Workload
@@ -192,7 +195,6 @@ def fit_prefix_specs(w: Workload, *, source: str = "") -> dict[str, PrefixWorklo
     gaps = (w.arrival_s[order][1:] - w.arrival_s[order][:-1])[same]
     agent = replace(shared, kind="agent", unique_share=0.0, turn_message_tokens=_q(g["message"]),
                     think_time_s=_q(gaps), context_includes_output=True)
-    from .prefix_stats import prefix_stats
 
     target = prefix_stats(w, block_tokens=16)["hit_bound"]
     rate = n / span
@@ -226,8 +228,6 @@ def _closest_hit_bound(cands: list[PrefixWorkloadSpec], span: float, rate: float
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .prefix_loaders import load_prefix_trace
-
     argv = sys.argv[1:] if argv is None else argv
     here = Path(__file__).resolve().parents[2]
     path = Path(argv[0]) if argv else here.parent / "shared/reference/traces/mooncake/synthetic_trace.jsonl"

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from inferencegym.workload.fit import atomic_write_bytes
+
 from .trace import Workload
 
 __all__ = ["PrefixWorkloadSpec", "LEVELS", "generate_prefix_workload", "generate_prefix_mix",
@@ -117,8 +119,6 @@ class PrefixWorkloadSpec:
         return cls(**kw)
 
     def save(self, path: str | Path) -> None:
-        from .fit import atomic_write_bytes
-
         atomic_write_bytes(path, (json.dumps(self.to_dict(), indent=1) + "\n").encode())
 
     @classmethod

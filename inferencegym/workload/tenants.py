@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferencegym.workload.fit import generate
+
 from .fit import DEFAULT_FITS, WorkloadFit, default_fit
 from .trace import Workload
 
@@ -81,8 +83,6 @@ class TenantMix:
             raise ValueError("TenantMix: need at least one tenant")
 
     def generate(self, duration_s: float, rng: np.random.Generator) -> Workload:
-        from .fit import generate
-
         children = rng.spawn(len(self.tenants))
         parts = [generate(t.resolve_fit(), duration_s, child, tenant=i, priority=t.priority,
                           source=t.name) for i, (t, child) in enumerate(zip(self.tenants, children))]

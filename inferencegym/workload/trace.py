@@ -13,6 +13,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from inferencegym.sim.request import Request
+from inferencegym.workload.hashchain import check_chain, sim_block_hashes
+
 __all__ = ["Workload"]
 
 
@@ -280,8 +283,6 @@ class Workload:
         With hash chains, each request's ``block_hashes`` are the simulator block hashes for
         ``block_size`` tokens per KV block (`inferencegym.workload.hashchain.sim_block_hashes`).
         """
-        from inferencegym.sim.request import Request
-
         mask = ~self.failed
         if include_failed and not mask.all():
             i = int(np.flatnonzero(~mask)[0])
@@ -296,7 +297,6 @@ class Workload:
         if self.hash_ids is None:
             return [Request(req_id=first_id + k, arrival_s=a[k], prompt_tokens=p[k], output_tokens=o[k],
                             tenant=t[k], priority=q[k]) for k in range(len(a))]
-        from .hashchain import sim_block_hashes
 
         B = self.hash_block_tokens
         h = self.hash_ids[idx]
@@ -323,8 +323,6 @@ class Workload:
 
 def _hash_column(hash_ids, prompt: np.ndarray, block_tokens: int) -> np.ndarray | None:
     """Object array of read-only int64 arrays (one per request, checked against its prompt), or None."""
-    from .hashchain import check_chain
-
     if hash_ids is None:
         return None
     n = prompt.shape[0]

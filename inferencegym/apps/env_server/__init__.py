@@ -11,11 +11,15 @@ from typing import Any
 
 def __getattr__(name: str) -> Any:
     if name in ("build_app", "main"):
-        from inferencegym.apps.env_server import app as _app
+        from inferencegym.apps.env_server import (
+            app as _app,  # lazy: imports Ray / torch (~5 s); not at start-up
+        )
 
         return getattr(_app, name)
     if name in ("InferenceGymClient", "InferenceGymEnv", "InferenceGymHTTPError"):
-        from inferencegym.apps.env_server import client as _client
+        from inferencegym.apps.env_server import (
+            client as _client,  # lazy: imports Ray / torch (~5 s); not at start-up
+        )
 
         return getattr(_client, name)
     raise AttributeError(f"module 'inferencegym.apps.env_server' has no attribute {name!r}")

@@ -50,10 +50,15 @@ from inferencegym.apps.env_server.environment import (
     InvalidActionError,
     NotResetError,
     single_task_ids,
+    to_serve_action,
 )
 from inferencegym.apps.env_server.limits import BaselineGate, BusyError
-from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
 from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
+from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
+from inferencegym.envs import list_tasks
+from inferencegym.envs.actions import ServeAction
+from inferencegym.envs.verifier import ReplayError, replay_grade
+from inferencegym.policies import get_policy, is_privileged, list_policies
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -178,8 +183,6 @@ def _task_summary(spec: Any) -> dict[str, Any]:
 
 
 def _action_schema() -> dict[str, Any]:
-    from inferencegym.envs.actions import ServeAction
-
     return ServeAction.model_json_schema()
 
 
@@ -190,14 +193,10 @@ class PolicyUnavailableError(RuntimeError):
 def _baseline_policy_names() -> list[str]:
     """Registry policies the server may run: not the LLM policy (it needs a key) and never a
     privileged one (``clairvoyant`` reads the hidden future; the registry marks it)."""
-    from inferencegym.policies import is_privileged, list_policies
-
     return [p for p in list_policies(kind="single") if p != "llm" and not is_privileged(p)]
 
 
 def _refuse_policy(name: str) -> HTTPException:
-    from inferencegym.policies import is_privileged
-
     if is_privileged(name):
         return _err(403, f"policy {name!r} is privileged (it reads the hidden workload future) and "
                          f"is never served to an agent; available: {', '.join(_baseline_policy_names())}",
@@ -208,8 +207,6 @@ def _refuse_policy(name: str) -> HTTPException:
 
 def run_baseline_episode(policy_name: str, task_id: str, seed: int) -> dict[str, Any]:
     """One episode of a registry policy on the OpenEnv adapter (same env, same seed path as HTTP)."""
-    from inferencegym.policies import get_policy
-
     try:
         policy = get_policy(policy_name, task_id)
     except ValueError as exc:
@@ -347,17 +344,12 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
     # -- tasks, grader, baseline ------------------------------------------------------------
     @app.get("/tasks", tags=["Environment Info"], summary="Tasks and the action schema")
     def tasks() -> dict[str, Any]:
-        from inferencegym.envs import list_tasks
-
         return {"tasks": [_task_summary(t) for t in list_tasks(kind="single")],
                 "default_task": DEFAULT_TASK_ID, "action_schema": _action_schema(),
                 "policies": _baseline_policy_names()}
 
     @app.post("/grader", tags=["Grading"], summary="Grade a session's episode or a posted episode log")
     def grader(body: GraderBody) -> dict[str, Any]:
-        from inferencegym.envs.verifier import ReplayError, replay_grade
-        from inferencegym.apps.env_server.environment import to_serve_action
-
         if body.session_id is not None:
             if body.episode_log is not None or body.actions is not None:
                 raise _err(422, "give either session_id or (task_id, seed, actions), not both")
@@ -430,8 +422,6 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
 
     @app.post("/suggest", tags=["Grading"], summary="The action a baseline would take in this session now")
     def suggest(body: SuggestBody) -> dict[str, Any]:
-        from inferencegym.policies import get_policy
-
         if body.policy not in _baseline_policy_names():
             raise _refuse_policy(body.policy)
         sess = _get(body.session_id)
@@ -451,7 +441,6 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                     pol.reset(seed=env.state.seed)
                 sess.data = {key: pol}
             action = pol.act(env.last_obs, env.last_info)
-        from inferencegym.apps.env_server.environment import to_serve_action
 
         return {"policy": body.policy, "action": to_serve_action(action).model_dump()}
 

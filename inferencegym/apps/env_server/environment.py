@@ -17,6 +17,8 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import ConfigDict, Field, create_model, field_validator
 
+from inferencegym import __version__
+from inferencegym.envs import get_task, grade, list_tasks, serve_env
 from inferencegym.envs.actions import InvalidActionError, ServeAction
 
 DEFAULT_TASK_ID = "static_workload"
@@ -130,8 +132,6 @@ def _feature_names(env: Any, n: int) -> list[str]:
         if names is not None and len(names) == n:
             return [str(x) for x in names]
     try:
-        from inferencegym.envs import serve_env
-
         names = getattr(serve_env, "OBS_FEATURES", None) or getattr(serve_env, "FEATURE_NAMES", None)
         if names is not None and len(names) == n:
             return [str(x) for x in names]
@@ -152,9 +152,6 @@ def make_gym_env(task_id: str):
     """The real single-agent env of ``task_id`` (raises ValueError listing valid tasks)."""
     import gymnasium
 
-    import inferencegym.envs  # noqa: F401  (registers InferenceGym/LLMServe-v0)
-    from inferencegym.envs import get_task
-
     spec = get_task(task_id)
     if getattr(spec, "kind", "single") != "single":
         raise ValueError(f"task {task_id!r} is a {spec.kind} task; the OpenEnv server serves the "
@@ -163,8 +160,6 @@ def make_gym_env(task_id: str):
 
 
 def single_task_ids() -> list[str]:
-    from inferencegym.envs import list_tasks
-
     return [t.task_id for t in list_tasks(kind="single")]
 
 
@@ -196,7 +191,6 @@ class InferenceGymEnvironment(Environment):
         if split != TASK_SPLIT:
             # the SDK maps IndexError to 400 (anything else would be a 500)
             raise IndexError(f"unknown split {split!r}; valid: {TASK_SPLIT!r}")
-        from inferencegym.envs import list_tasks
 
         return [{"id": t.task_id, "index": i, "difficulty": t.difficulty, "description": t.description}
                 for i, t in enumerate(list_tasks(kind="single"))]
@@ -273,8 +267,6 @@ class InferenceGymEnvironment(Environment):
         return self._state
 
     def get_metadata(self) -> EnvironmentMetadata:
-        from inferencegym import __version__
-
         return EnvironmentMetadata(
             name="InferenceGym",
             description="Serving-configuration control of an LLM inference cluster on a calibrated "
@@ -310,14 +302,10 @@ class InferenceGymEnvironment(Environment):
 
     def grade(self):
         """Grade the current episode so far (the full episode once it is over)."""
-        from inferencegym.envs import grade
-
         return grade(self._task_id, self.episode_log())
 
     def _max_steps(self) -> int | None:
         try:
-            from inferencegym.envs import get_task
-
             return int(get_task(self._task_id).episode_windows)
         except Exception:
             return None

@@ -27,6 +27,7 @@ from fastapi import FastAPI, HTTPException
 from ray import serve
 
 from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
+from inferencegym.apps.policy_endpoint.policy import ObservationError, ServedPolicy
 from inferencegym.apps.policy_endpoint.schemas import ActRequest, ActResponse, Health, Metadata
 
 APP_NAME = "inferencegym-policy"
@@ -59,7 +60,6 @@ class PolicyDeployment:
         import torch
 
         torch.set_num_threads(1)  # 2-core machines: more threads only contend (see docs/serving.md)
-        from inferencegym.apps.policy_endpoint.policy import ServedPolicy
 
         self.policy = ServedPolicy.from_spec(policy, task_id=task_id, module_id=module_id)
         self.max_batch_size = int(max_batch_size)
@@ -78,8 +78,6 @@ class PolicyDeployment:
 
     @api.post("/act", response_model=ActResponse, response_model_exclude_none=True)
     async def act(self, body: ActRequest) -> ActResponse:
-        from inferencegym.apps.policy_endpoint.policy import ObservationError
-
         try:
             observations = self.policy.decode(body.items(), batched=body.batched)
         except ObservationError as exc:

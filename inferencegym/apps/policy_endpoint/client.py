@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from inferencegym.apps.policy_endpoint.policy import encode_json
+from inferencegym.envs.actions import flat_to_action
+from inferencegym.tasks.spec import get_task
 
 
 class EndpointError(RuntimeError):
@@ -22,7 +24,6 @@ class EndpointError(RuntimeError):
 def _task_kind(task_id: str | None) -> str | None:
     if task_id is None:
         return None
-    from inferencegym.tasks.spec import get_task
 
     return getattr(get_task(task_id), "kind", "single")
 
@@ -94,8 +95,6 @@ class HTTPPolicy:
         MultiDiscrete index for single-agent tasks, a replica index for cluster tasks, the raw
         action (int or int64 array) when no task is known."""
         if self.kind == "single" and isinstance(value, list):
-            from inferencegym.envs.actions import flat_to_action
-
             return flat_to_action(np.asarray(value, dtype=np.int64))
         if isinstance(value, list):
             return np.asarray(value, dtype=np.int64)

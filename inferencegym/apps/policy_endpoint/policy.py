@@ -22,6 +22,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from inferencegym.rl.policy_loader import PRETRAINED_DIR, load_policy
+
 #: Where an Algorithm / Tune checkpoint keeps its modules.
 RL_MODULE_SUBDIR = Path("learner_group") / "learner" / "rl_module"
 #: Module ids tried, in order, when a checkpoint holds several modules and none is named.
@@ -240,7 +242,6 @@ class ServedPolicy:
         scheme, _, rest = spec.partition(":")
         if scheme == "pretrained" and rest:
             # The packaged pickle-free format is read by the training package's loader.
-            from inferencegym.rl.policy_loader import PRETRAINED_DIR, load_policy
 
             loaded_policy = load_policy(spec, task_id or rest)
             mid = module_id or loaded_policy.module_id

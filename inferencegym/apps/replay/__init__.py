@@ -9,7 +9,13 @@ CLI: ``inferencegym replay --endpoint URL --model NAME --trace POOL|--task ID`` 
 """
 
 from inferencegym.apps.replay.compare import METRICS, SimTarget, compare, render, simulate
-from inferencegym.apps.replay.runner import ReplayConfig, ReplayResult, make_prompt, prepare_workload, run_replay
+from inferencegym.apps.replay.runner import (
+           ReplayConfig,
+           ReplayResult,
+           make_prompt,
+           prepare_workload,
+           run_replay,
+)
 
 __all__ = ["ReplayConfig", "ReplayResult", "run_replay", "prepare_workload", "make_prompt",
            "SimTarget", "simulate", "compare", "render", "METRICS"]

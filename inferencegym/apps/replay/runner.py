@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from inferencegym.apps.replay.engine_metrics import hit_rate_delta, metrics_url, read_prefix_counters
+
 # Common English words that are one token in Llama / GPT tokenizers (with their leading space).
 _WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at "
           "which but have an they you were her she there been one all we their has would when if "
@@ -311,8 +313,6 @@ def run_replay(arrival_s: Any, prompt_tokens: Any, output_tokens: Any, cfg: Repl
     ``inferencegym.workload.prompt_text.workload_prompts``); default: unique word salad.
     ``engine_metrics``: read the engine's prefix-cache counters (``/metrics``) before and after.
     """
-    from .engine_metrics import hit_rate_delta, metrics_url, read_prefix_counters
-
     a, p, o, clipped = prepare_workload(arrival_s, prompt_tokens, output_tokens, cfg)
     if prompts is not None:  # same order as prepare_workload: stable by arrival, first max_requests
         if len(prompts) != np.asarray(arrival_s).size:

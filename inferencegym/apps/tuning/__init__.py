@@ -23,12 +23,14 @@ __all__ = ["OBJECTIVE", "SweepSpec", "SweepError", "SweepOutcome", "load_sweep",
 def __getattr__(name: str):
     # Loading a sweep file must not import Ray, torch and MLflow (~4 s): the runner is resolved on use.
     if name in ("run_sweep", "SweepOutcome", "experiment_name"):
-        from inferencegym.apps.tuning import runner
+        from inferencegym.apps.tuning import runner  # lazy: imports Ray / torch (~5 s); not at start-up
         return getattr(runner, name)
     if name == "evaluate_module":
-        from inferencegym.apps.tuning.trainable import evaluate_module
+        from inferencegym.apps.tuning.trainable import (
+            evaluate_module,  # lazy: imports Ray / torch (~5 s); not at start-up
+        )
         return evaluate_module
     if name in ("register_best", "find_trial_run"):
-        from inferencegym.apps.tuning import registry
+        from inferencegym.apps.tuning import registry  # lazy: imports Ray / torch (~5 s); not at start-up
         return getattr(registry, name)
     raise AttributeError(f"module 'inferencegym.apps.tuning' has no attribute {name!r}")
