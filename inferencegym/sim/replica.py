@@ -178,17 +178,6 @@ class Replica:
         (before any change) when its prefill tokens not found in the prefix cache exceed it."""
         kv = self.kv
         transfer = r.prefilled_tokens >= r.prefill_target
-        if full:
-            tokens = self.max_kv_tokens(r)
-        elif transfer:  # KV arrived by transfer: decodes at once,
-            mx = self.max_kv_tokens(r)  # so hold its next step's slots too
-            tokens = r.prefill_target + self.lookahead
-            if tokens > mx:
-                tokens = mx
-        else:
-            tokens = r.prefill_target
-        need = -(-tokens // kv.block_size)
-        cap = self.cfg.batch_cap
         # prefix cache: at most (prefill_target - 1) tokens are reused (one token is always computed)
         lookup = r.block_hashes and kv.prefix_caching and not transfer
         hit = ev = 0
@@ -201,6 +190,17 @@ class Replica:
                 left = r.prefill_target - r.prefilled_tokens
             if left > budget:
                 return False
+        if full:
+            tokens = self.max_kv_tokens(r)
+        elif transfer:  # KV arrived by transfer: decodes at once,
+            mx = self.max_kv_tokens(r)  # so hold its next step's slots too
+            tokens = r.prefill_target + self.lookahead
+            if tokens > mx:
+                tokens = mx
+        else:
+            tokens = r.prefill_target
+        need = -(-tokens // kv.block_size)
+        cap = self.cfg.batch_cap
         matched = budget is not None  # the lookup above is current
         while True:
             if lookup and not matched:  # (again after a priority preemption changed the cache)
@@ -503,13 +503,10 @@ class Replica:
             if nb > r.kv_blocks:
                 extra += nb - r.kv_blocks
                 r.kv_blocks = nb
-        add = win.add_tbt
-        for g0, c in gaps.items():
-            if multi:
-                add(g0, 0.0, 1, float(sum(c)), 0, c)
-            else:
-                add(g0, 0.0, 1, float(c))
-        win.add_run(d0, step, k, back, B, t_back if multi else None, t_all if multi else None)
+        if multi:
+            win.add_run(d0, step, k, back, B, gaps, t_back, t_all)
+        else:
+            win.add_run(d0, step, k, back, B, gaps, None, None)
         if extra:
             self._kv_advance(0.5 * (t0 + end))
             self.kv.allocate(extra)  # grown in place above; the run's plan guarantees they fit
