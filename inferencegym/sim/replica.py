@@ -265,12 +265,17 @@ class Replica:
         la = self.lookahead
         while True:
             short = 0
+            grow = None
             for r in self.running:
                 if r.prefilled_tokens >= r.prefill_target:
                     rem = r.output_tokens - r.generated_tokens  # never reserve past full length
                     nb = (r.kv_tokens + (la if la < rem else rem) + bs - 1) // bs
                     if nb > r.kv_blocks:
                         short += nb - r.kv_blocks
+                        if grow is None:
+                            grow = [(r, nb)]
+                        else:
+                            grow.append((r, nb))
             if short == 0:
                 return
             if short <= kv.capacity_blocks - kv.used_blocks:
@@ -278,12 +283,8 @@ class Replica:
             self.preempt(self.running[-1])
             self.preempted_in_plan = True
         self._kv_advance(self.now)
-        for r in self.running:
-            if r.prefilled_tokens >= r.prefill_target:
-                rem = r.output_tokens - r.generated_tokens
-                nb = (r.kv_tokens + (la if la < rem else rem) + bs - 1) // bs
-                if nb > r.kv_blocks:
-                    r.kv_blocks = nb
+        for r, nb in grow:
+            r.kv_blocks = nb
         kv.allocate(short)  # the blocks counted above, grown in place
         self._kv_peak()
 
