@@ -98,6 +98,7 @@ class Cluster:
         self.router = make_router(config.router)
         self.external = config.router == "external"
         self.events = EventQueue()
+        self._schedule_event = self.events.schedule
         self.now_s = 0.0
         self.requests: list[Request] = []
         self._pending_decision: Request | None = None
@@ -299,7 +300,7 @@ class Cluster:
 
     def _push_step(self, rep: Replica, end: float) -> None:
         rep.version += 1
-        self.events.schedule(end, EV_STEP, rep.id, rep.version)
+        self._schedule_event(end, EV_STEP, rep.id, rep.version)
 
     def _collect_rejections(self, rep: Replica) -> None:
         for r, why in rep.rejected:

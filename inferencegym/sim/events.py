@@ -9,6 +9,7 @@ the cluster reads the payload by position.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 
 _push = heapq.heappush
@@ -22,13 +23,12 @@ class EventQueue:
 
     def __init__(self) -> None:
         self._heap: list[tuple] = []
-        self._seq = 0
+        self._seq = itertools.count(1)
 
     def schedule(self, time: float, priority: int, a, b=None) -> None:
         """Add the event ``(time, priority, seq, a, b)``: at ``time`` (seconds), lower ``priority``
         first at equal times, then in scheduling order; ``a`` and ``b`` are its payload."""
-        self._seq += 1
-        _push(self._heap, (time, priority, self._seq, a, b))
+        _push(self._heap, (time, priority, next(self._seq), a, b))
 
     def pop(self) -> tuple:
         """Remove and return the earliest event (IndexError when empty)."""

@@ -442,10 +442,11 @@ class Replica:
     def _finish(self, done: list) -> list:
         if done:
             self._kv_advance(self.now)
-            kv = self.kv
+            release = self.kv.release
+            running = self.running
             for r in done:
-                self.running.remove(r)
-                kv.release(r)
+                running.remove(r)
+                release(r)
                 r.completion_s = r.last_token_s
         return done
 
