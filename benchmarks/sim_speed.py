@@ -237,6 +237,7 @@ def prefix_main(args) -> int:
                 "wall_s_median": round(wall, 3), "wall_s_all": [round(r["wall_s"], 3) for r in runs],
                 "requests_per_s": round(r0["requests"] / wall, 1),
                 "cpu_s_median": round(statistics.median(r["cpu_s"] for r in runs), 3),
+                "requests_per_cpu_s": round(r0["requests"] / statistics.median(r["cpu_s"] for r in runs), 1),
                 "sim_s_per_wall_s": round(r0["sim_s"] / wall, 1),
                 "load_average_1min": round(os.getloadavg()[0], 2),
                 "sim_s": round(r0["sim_s"], 2), "iterations": r0["iterations"],

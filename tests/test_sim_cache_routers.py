@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sim_util import cfg, clone_with_hashes, prefix_requests, results_equal, run
 
 from inferencegym.sim import ROUTERS, Cluster, Request
 from inferencegym.sim.cache_routers import SGLangCacheAwareRouter
 from inferencegym.sim.estimates import first_token_iterations
-
-from sim_util import cfg, clone_with_hashes, prefix_requests, results_equal, run
 
 CACHE_ROUTERS = ["llmd_precise", "llmd_approx", "sglang_cache_aware", "dynamo_kv"]
 

@@ -16,7 +16,7 @@ ARGS = ["--replicas", "2", "--rate", "3", "--duration-s", "10", "--prompt-tokens
 def _json(args: list[str]) -> dict:
     res = runner.invoke(app, ["simulate", *args, "--json"])
     assert res.exit_code == 0, res.output
-    return json.loads([ln for ln in res.output.splitlines() if ln.strip()][0])
+    return json.loads(next(ln for ln in res.output.splitlines() if ln.strip()))
 
 
 def test_prefix_caching_flag_and_keys():

@@ -7,11 +7,18 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_util import (
+    cfg,
+    clone,
+    clone_with_hashes,
+    poisson_requests,
+    prefix_requests,
+    results_equal,
+    run,
+)
 
 from inferencegym.sim import Cluster, ExecutionModel, Request, TenantSpec
 from inferencegym.sim.kv_cache import KVCache, KVCacheError
-
-from sim_util import cfg, clone, clone_with_hashes, poisson_requests, prefix_requests, results_equal, run
 
 _PREFIX_FIELDS = {"prefix_hit_rate", "prefix_cached_tokens", "prefix_cache_occupancy", "replica_prefix_hit_rate"}
 
@@ -110,8 +117,8 @@ def test_no_shared_prefixes_is_bit_identical_to_caching_off():
     reqs = poisson_requests(rng, rate=10.0, duration_s=20.0, prompt=(16, 1500), output=(1, 300), tenants=2,
                             priority_tenant=1)
     for sched in ("vllm", "sarathi"):
-        kw = dict(scheduler=sched, num_replicas=3, kv_budget_fraction=0.02, priority_routing=True,
-                  tenants=(TenantSpec(name="be"), TenantSpec(name="p", priority=1)))
+        kw = {"scheduler": sched, "num_replicas": 3, "kv_budget_fraction": 0.02, "priority_routing": True,
+              "tenants": (TenantSpec(name="be"), TenantSpec(name="p", priority=1))}
         on = run(cfg(prefix_caching=True, **kw), clone(reqs), seed=1, windows=2.0)
         off = run(cfg(prefix_caching=False, **kw), clone(reqs), seed=1, windows=2.0)
         a, b = on.results(), off.results()
@@ -169,16 +176,32 @@ def test_last_block_is_always_computed():
     assert cl.requests[1].cached_tokens == prompt - bs
 
 
-def test_preempted_request_reuses_its_cache_but_counts_its_hit_once():
+def test_preempted_request_reuses_its_cache_but_counts_its_hit_once(monkeypatch):
+    reuse = []
+    admit = KVCache.admit
+
+    def spy(self, r, blocks, hit):
+        if r.preemptions and hit:
+            reuse.append(r.req_id)  # a recompute found its (or another's) prefix still cached
+        admit(self, r, blocks, hit)
+
+    monkeypatch.setattr(KVCache, "admit", spy)
     rng = np.random.default_rng(11)
     reqs = prefix_requests(rng, rate=25.0, duration_s=10.0, n_prefixes=2, prefix_blocks=(20, 40),
                            output=(50, 400))
-    cl = run(cfg(kv_budget_fraction=0.01, num_replicas=1), reqs, seed=0, check_invariants=True, windows=1.0)
-    pre = [r for r in reqs if r.preemptions > 0]
-    assert pre, "the scenario must preempt"
-    total_q = sum(r.prompt_tokens for r in reqs if r.rejected_reason is None)
-    hits = sum(r.cached_tokens for r in reqs)
-    assert 0 < hits < total_q
+    cl = Cluster(cfg(kv_budget_fraction=0.01, num_replicas=1), np.random.default_rng(0), check_invariants=True)
+    cl.submit(reqs)
+    hit_tokens = 0
+    t = 0.0
+    while cl.n_completed + cl.n_rejected < cl.n_submitted:
+        t += 1.0
+        cl.run_until(t)
+        ws = cl.window_stats(reset=True)
+        hit_tokens += ws.prefix_cached_tokens
+    assert any(r.preemptions for r in reqs) and reuse, "the scenario must preempt and reuse on recompute"
+    assert hit_tokens == sum(r.cached_tokens for r in reqs)  # once per request, not per admission
+    for r in reqs:
+        assert r.cached_tokens <= r.prompt_tokens - 1
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -220,6 +243,6 @@ def test_victim_of_a_priority_admission_is_not_prefilled_while_queued():
             priority_routing=True, tenants=(TenantSpec(name="be"), TenantSpec(name="p", priority=1)))
     for with_hashes in (False, True):
         rs = clone_with_hashes(reqs) if with_hashes else clone(reqs)
-        cl = run(c, rs, seed=335444150, check_invariants=True)
+        run(c, rs, seed=335444150, check_invariants=True)
         assert sum(r.preemptions for r in rs) > 0
         assert all(r.done for r in rs if r.rejected_reason is None)

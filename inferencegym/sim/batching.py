@@ -44,8 +44,9 @@ class VLLMScheduler:
             r = rep.head()
             if r is None:
                 break
-            # refused when the prompt left after its cached prefix exceeds the budget
-            if not rep.try_admit(r, False, budget if chunks else None):
+            if chunks and not r.block_hashes and r.prefill_target - r.prefilled_tokens > budget:
+                break  # over the token budget (with block hashes try_admit checks it after the
+            if not rep.try_admit(r, False, budget if chunks else None):  # prefix-cache lookup)
                 break
             need = r.prefill_target - r.prefilled_tokens
             if need > 0:

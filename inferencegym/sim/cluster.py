@@ -99,6 +99,7 @@ class Cluster:
         self.router = make_router(config.router)
         self.external = config.router == "external"
         self.events = EventQueue()
+        self._schedule_event = self.events.schedule
         self.now_s = 0.0
         self.requests: list[Request] = []
         self._pending_decision: Request | None = None
@@ -174,21 +175,9 @@ class Cluster:
                                f"dispatch(req, replica_id) first")
         if t_s < self.now_s:
             raise ValueError(f"cannot run back in time: t_s={t_s} < now_s={self.now_s}")
-        q = self.events
         reps = self.replicas
-        next_event = q.pop_until
         guard = self.external and not decide and self._fallback_router is None
-        while True:
-            if guard:
-                top = q.peek()
-                if top is not None and top[0] <= t_s and top[1] == EV_ARRIVAL:
-                    # refuse before touching the event (no state change)
-                    raise RuntimeError("router is 'external': advance with run_until_decision() and "
-                                       "dispatch(), or drain() (which routes the rest by least "
-                                       "outstanding requests)")
-            ev = next_event(t_s)
-            if ev is None:
-                break
+        for ev in (self._guarded_until(t_s) if guard else self.events.until(t_s)):
             t = ev[0]
             self.now_s = t
             kind = ev[1]
@@ -223,6 +212,20 @@ class Cluster:
         if t_s != math.inf:
             self.now_s = t_s
         return None
+
+    def _guarded_until(self, t_s: float):
+        """Events due by ``t_s``, refusing (before touching it: no state change) an arrival that
+        the external router would have to decide."""
+        q = self.events
+        while True:
+            top = q.peek()
+            if top is None or top[0] > t_s:
+                return
+            if top[1] == EV_ARRIVAL:
+                raise RuntimeError("router is 'external': advance with run_until_decision() and "
+                                   "dispatch(), or drain() (which routes the rest by least "
+                                   "outstanding requests)")
+            yield q.pop()
 
     def run_until(self, t_s: float) -> None:
         """Process every event with time <= t_s; the clock ends at t_s."""
@@ -298,7 +301,7 @@ class Cluster:
 
     def _push_step(self, rep: Replica, end: float) -> None:
         rep.version += 1
-        self.events.schedule(end, EV_STEP, rep.id, rep.version)
+        self._schedule_event(end, EV_STEP, rep.id, rep.version)
 
     def _collect_rejections(self, rep: Replica) -> None:
         for r, why in rep.rejected:

@@ -2,12 +2,14 @@
 
 ``seq`` is a per-instance counter, so events with equal time and priority come out in the order they
 were scheduled and two queues (two simulators in one process) never share state. An event is a tuple
-``(time, priority, seq, *payload)``; the cluster reads the payload by position.
+``(time, priority, seq, a, b)`` (a fixed shape: cheaper than an object per event on the hot path);
+the cluster reads the payload by position.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 
 _push = heapq.heappush
@@ -21,23 +23,23 @@ class EventQueue:
 
     def __init__(self) -> None:
         self._heap: list[tuple] = []
-        self._seq = 0
+        self._seq = itertools.count(1)
 
-    def schedule(self, time: float, priority: int, *payload) -> None:
-        """Add an event at ``time`` (seconds); lower ``priority`` first at equal times."""
-        self._seq += 1
-        _push(self._heap, (time, priority, self._seq, *payload))
+    def schedule(self, time: float, priority: int, a, b=None) -> None:
+        """Add the event ``(time, priority, seq, a, b)``: at ``time`` (seconds), lower ``priority``
+        first at equal times, then in scheduling order; ``a`` and ``b`` are its payload."""
+        _push(self._heap, (time, priority, next(self._seq), a, b))
 
     def pop(self) -> tuple:
         """Remove and return the earliest event (IndexError when empty)."""
         return _pop(self._heap)
 
-    def pop_until(self, t: float) -> tuple | None:
-        """Remove and return the earliest event if its time is <= ``t``, else None (the loop's step)."""
+    def until(self, t: float) -> Iterator[tuple]:
+        """Pop and yield events in order while the earliest is at or before ``t`` (events scheduled
+        meanwhile are included when due): the simulator's main loop."""
         h = self._heap
-        if h and h[0][0] <= t:
-            return _pop(h)
-        return None
+        while h and h[0][0] <= t:
+            yield _pop(h)
 
     def peek(self) -> tuple | None:
         """The earliest event without removing it, or None when empty."""

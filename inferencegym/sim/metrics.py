@@ -127,12 +127,20 @@ class ReplicaWindow:
                     for ti, c in enumerate(tenant_w):
                         ttbt[ti].add(d0, step, n, c)
 
-    def add_run(self, d0: float, step: float, k: int, back: int, B: int, t_back, t_all) -> None:
+    def add_run(self, d0: float, step: float, k: int, back: int, B: int, gaps: dict, t_back, t_all) -> None:
         """``B`` sequences decoded ``k`` iterations back to back (gaps ``d0, d0 + step, ..``); the
         first gap counts only for the ``back`` of them that also produced the previous iteration's
-        token (the others' first gap is recorded separately). ``t_back`` / ``t_all``: the same
-        counts per tenant (None with one tenant)."""
+        token; the others' first gaps are ``gaps`` (gap -> count, or -> per-tenant counts with
+        several tenants; sequences stalled together share one weighted sample). ``t_back`` /
+        ``t_all``: ``back`` / ``B`` per tenant (None with one tenant)."""
         rec = self.tbt
+        ttbt = self.ttbt
+        if gaps:
+            for g0, c in gaps.items():
+                if ttbt is None:
+                    rec.add(g0, 0.0, 1, float(c))
+                else:
+                    self.add_tbt(g0, 0.0, 1, float(sum(c)), 0, c)
         if back == B:
             rec.d0.append(d0)
             rec.step.append(step)
@@ -141,7 +149,6 @@ class ReplicaWindow:
         else:
             rec.add(d0, 0.0, 1, back)
             rec.add(d0 + step, step, k - 1, B)
-        ttbt = self.ttbt
         if ttbt is not None:
             for ti, c in enumerate(t_all):
                 if c:

@@ -1,0 +1,307 @@
+"""Applying a replica's finished work: the closed-form decode runs, iterations, speculative steps and
+tokens that come out of them, and cutting a run short (``sync`` / ``interrupt``).
+
+A mixin of :class:`inferencegym.sim.replica.Replica` (its state lives there); split out so that
+``replica.py`` holds the replica's state machine (queues, admission, planning) and this file how
+time advances it. Per-request counters are updated in bulk; TBT samples go to the replica's
+``ReplicaWindow`` (``add_tbt`` / ``add_run``, the one recording path for every advance mode).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .request import Request
+
+IDLE, ITER, RUN, PAUSE = 0, 1, 2, 3
+"""Replica states: idle, one iteration planned, a closed-form decode run planned, reloading weights."""
+
+
+class ReplicaAdvance:
+    """Methods of ``Replica`` that apply finished work (see the module docstring)."""
+
+    # ------------------------------------------------------------------ applying work
+    def on_step_end(self, now: float) -> tuple[list, list]:
+        """Apply the finished work; returns (completed requests, requests to hand off)."""
+        self.now = now
+        st = self.state
+        self.state = IDLE
+        if st == RUN:
+            self._apply_run(self.seg_n, True)
+            done = [r for r in self.seg_decodes if r.generated_tokens >= r.output_tokens]
+            return self._finish(done), []
+        if st == ITER:
+            return self._apply_iter(now)
+        return [], []
+
+    def _finish(self, done: list) -> list:
+        if done:
+            self._kv_advance(self.now)
+            release = self.kv.release
+            running = self.running
+            for r in done:
+                running.remove(r)
+                release(r)
+                r.completion_s = r.last_token_s
+        return done
+
+    def _apply_run(self, k: int, final: bool) -> None:
+        if k <= 0:
+            return
+        a = self.seg_a
+        b = self.seg_b
+        B = self.seg_B
+        S0 = self.seg_S0
+        t0 = self.seg_t0
+        end = self.seg_end if final else t0 + k * a + b * (k * S0 + B * k * (k - 1) / 2)
+        d0 = a + b * S0
+        step = b * B
+        dl = d0 + step * (k - 1)
+        bs = self.kv.block_size
+        # a partial apply (sync/interrupt) leaves the next iteration in progress: hold its blocks
+        # now, as the step-by-step path does at each iteration start (the run's budget covers it)
+        bs1 = bs - 1 if final else bs
+        extra = 0
+        back = 0
+        win = self.win
+        gaps: dict = {}  # stalled sequences with equal gaps -> one weighted sample
+        multi = win.ttbt is not None
+        if multi:
+            nt = self.n_tenants
+            t_all = [0] * nt
+            t_back = [0] * nt
+        for r in self.seg_decodes:
+            lt = r.last_token_s
+            if multi:
+                t_all[r.tenant] += 1
+            if lt == t0:
+                back += 1
+                m = dl
+                if multi:
+                    t_back[r.tenant] += 1
+            else:
+                g0 = t0 - lt + d0
+                if multi:
+                    tw = gaps.get(g0)
+                    if tw is None:
+                        tw = gaps[g0] = [0] * nt
+                    tw[r.tenant] += 1
+                else:
+                    gaps[g0] = gaps.get(g0, 0) + 1
+                m = g0 if g0 > dl or k == 1 else dl
+            if m > r.tbt_max_s:
+                r.tbt_max_s = m
+            r.tbt_sum_s += end - lt
+            r.last_token_s = end
+            r.generated_tokens += k
+            kvt = r.kv_tokens + k
+            r.kv_tokens = kvt
+            nb = (kvt + bs1) // bs
+            if nb > r.kv_blocks:
+                extra += nb - r.kv_blocks
+                r.kv_blocks = nb
+        if multi:
+            win.add_run(d0, step, k, back, B, gaps, t_back, t_all)
+        else:
+            win.add_run(d0, step, k, back, B, gaps, None, None)
+        if extra:
+            self._kv_advance(0.5 * (t0 + end))
+            self.kv.allocate(extra)  # grown in place above; the run's plan guarantees they fit
+            self._kv_peak()
+        win.tokens_out += B * k
+        win.quality_token_sum += self.quality * B * k
+        self.iterations += k
+        self.recent_iter.append(dl)
+        self.seg_t0 = end
+        self.seg_S0 = S0 + B * k
+        self.seg_n -= k
+
+    def _emit_token(self, r: "Request", t: float) -> None:
+        """A prefill (or recompute, or a KV transfer's arrival) produced this request's next token at ``t``."""
+        w = self.win
+        if r.generated_tokens == 0:
+            r.first_token_s = t
+            self.recent_ttft.append(t - r.arrival_s)
+            w.first.append(r)
+        else:
+            gap = t - r.last_token_s
+            w.add_tbt(gap, 0.0, 1, 1.0, r.tenant)
+            if gap > r.tbt_max_s:
+                r.tbt_max_s = gap
+            r.tbt_sum_s += gap
+        r.generated_tokens += 1
+        r.last_token_s = t
+        w.tokens_out += 1
+        w.quality_token_sum += self.quality
+
+    def receive_kv(self, r: "Request", now: float) -> None:
+        """Disaggregation: ``r``'s KV arrived from its prefill instance at ``now``; its first token
+        (or the next one after a recompute) comes out now."""
+        self.inbound -= 1
+        self.now = now
+        r.kv_tokens = 0
+        r.prefilled_tokens = r.prefill_target  # KV present; admission allocates its blocks
+        self._emit_token(r, now)
+
+    def _apply_iter(self, now: float) -> tuple[list, list]:
+        t0 = self.seg_t0
+        dur = now - t0
+        decodes = self.seg_decodes
+        win = self.win
+        k = self.spec_k
+        self.iterations += 1
+        self.recent_iter.append(dur)
+        B = len(decodes)
+        if B:
+            if k == 0:
+                add = win.add_tbt
+                back = 0
+                multi = win.ttbt is not None
+                if multi:  # per tenant: one weighted sample, as in the fast path
+                    t_back = [0] * self.n_tenants
+                for r in decodes:
+                    lt = r.last_token_s
+                    gap = now - lt
+                    if lt == t0:
+                        back += 1
+                        if multi:
+                            t_back[r.tenant] += 1
+                    else:
+                        add(gap, 0.0, 1, 1.0, r.tenant)
+                    if gap > r.tbt_max_s:
+                        r.tbt_max_s = gap
+                    r.tbt_sum_s += gap
+                    r.last_token_s = now
+                    r.generated_tokens += 1
+                    r.kv_tokens += 1
+                add(dur, 0.0, 1, back, 0, t_back if multi else None)
+                win.tokens_out += B
+                win.quality_token_sum += self.quality * B
+            else:
+                self._apply_spec(decodes, now)
+        handoffs = []
+        kv = self.kv
+        pc = kv.prefix_caching
+        bs = kv.block_size
+        for r, c in self.it_chunks:
+            if not r.kv_blocks:  # preempted by a priority admission after its chunk was planned:
+                continue         # the chunk's work is lost (it is back in the queue, from scratch)
+            r.prefilled_tokens += c
+            if pc and r.block_hashes:  # name the prompt blocks this chunk completed
+                nf = r.prefilled_tokens // bs
+                nh = len(r.block_hashes)
+                kv.commit(r, nf if nf < nh else nh)
+            if r.prefilled_tokens >= r.prefill_target:
+                r.kv_tokens = r.prefill_target
+                if r.generated_tokens == 0:
+                    self.prompt_tokens_done += r.prompt_tokens
+                if r.handoff:
+                    handoffs.append(r)
+                else:
+                    self._emit_token(r, now)
+        self.it_chunks = []
+        done = [r for r in self.running if r.generated_tokens >= r.output_tokens]
+        done = self._finish(done)
+        if handoffs:
+            self._kv_advance(now)
+            for r in handoffs:
+                self.running.remove(r)
+                kv.release(r)
+        return done, handoffs
+
+    def _apply_spec(self, decodes: list, now: float) -> None:
+        """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
+        (each accepted with probability alpha until the first rejection) plus one target token:
+        ``min(Geometric(1 - alpha), k + 1)`` tokens, drawn by inversion from uniforms that the
+        replica's Generator produces in blocks (cheap per draw, still one seeded stream)."""
+        k = self.spec_k
+        kmax = k + 1
+        ta = self.tenant_alpha
+        da = self.default_alpha
+        win = self.win
+        add = win.add_tbt
+        buf = self._ubuf
+        ui = self._ui
+        log = math.log
+        toks = 0
+        acc = 0
+        for r in decodes:
+            x = ta[r.tenant] if r.tenant < len(ta) else None
+            a = da if x is None else x
+            if a <= 0.0:
+                j = 1
+            elif a >= 1.0:
+                j = kmax
+            else:
+                if ui >= len(buf):
+                    buf = self._ubuf = self.rng.random(4096).tolist()
+                    ui = 0
+                u = 1.0 - buf[ui]  # in (0, 1]
+                ui += 1
+                j = int(log(u) / log(a)) + 1
+                if j > kmax:
+                    j = kmax
+            acc += j - 1
+            n = r.output_tokens - r.generated_tokens
+            if j < n:
+                n = j
+            gap = now - r.last_token_s
+            per = gap / n
+            add(per, 0.0, 1, float(n), r.tenant)
+            if per > r.tbt_max_s:
+                r.tbt_max_s = per
+            r.tbt_sum_s += gap
+            r.last_token_s = now
+            r.generated_tokens += n
+            r.kv_tokens += n
+            toks += n
+        self._ui = ui
+        win.spec_proposed += len(decodes) * k
+        win.spec_accepted += acc
+        win.tokens_out += toks
+        win.quality_token_sum += self.quality * toks
+
+    # ------------------------------------------------------------------ interruption
+    def _done_by(self, t: float) -> int:
+        """Iterations of the current run finished by ``t`` (at most seg_n - 1)."""
+        n = self.seg_n
+        if n <= 1:
+            return 0
+        dt = t - self.seg_t0
+        if dt <= 0:
+            return 0
+        a, b, B, S0 = self.seg_a, self.seg_b, self.seg_B, self.seg_S0
+        A = 0.5 * b * B
+        L = a + b * S0 - A
+        if A > 0:
+            k = int((-L + math.sqrt(L * L + 4 * A * dt)) / (2 * A))
+        else:
+            k = int(dt / L) if L > 0 else n - 1
+        k = min(max(k, 0), n - 1)
+        while k > 0 and k * a + b * (k * S0 + B * k * (k - 1) / 2) > dt:
+            k -= 1
+        while k + 1 <= n - 1 and (k + 1) * a + b * ((k + 1) * S0 + B * (k + 1) * k / 2) <= dt:
+            k += 1
+        return k
+
+    def sync(self, t: float) -> None:
+        """Apply the iterations of the current decode run that finished by ``t`` (bookkeeping only)."""
+        if self.state == RUN:
+            k = self._done_by(t)
+            if k > 0:
+                self.now = t
+                self._apply_run(k, False)
+
+    def interrupt(self, t: float) -> float | None:
+        """Cut the current decode run after the iteration in progress at ``t``; returns the new
+        end time (caller re-schedules) or None when nothing changed."""
+        if self.state != RUN:
+            return None
+        self.sync(t)
+        if self.seg_n > 1:
+            self.seg_n = 1
+            self.seg_end = self.seg_t0 + self.seg_a + self.seg_b * self.seg_S0
+            return self.seg_end
+        return None
