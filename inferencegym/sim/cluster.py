@@ -472,7 +472,7 @@ class Cluster:
             prop += rep.spec_proposed
             acc += rep.spec_accepted
             if dur > 0:
-                occ.append(rep.kv_area / (rep.kv.capacity_blocks * dur))
+                occ.append(rep.kv_area / dur)
             occ_max = max(occ_max, rep.kv_max, rep.kv.used_blocks / rep.kv.capacity_blocks)
             m = rep.model
             gpu_s += m.gpu_count * dur

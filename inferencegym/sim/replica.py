@@ -76,7 +76,7 @@ class Replica:
         self.preemptions = 0
         self.spec_proposed = 0
         self.spec_accepted = 0
-        self.kv_area = 0.0
+        self.kv_area = 0.0  # integral of KV occupancy (used / capacity blocks) over time, s
         self.kv_t = 0.0
         self.kv_max = 0.0
         self.recent_ttft: deque = deque(maxlen=recent_window)
@@ -262,7 +262,8 @@ class Replica:
     # ------------------------------------------------------------------ KV accounting helpers
     def _kv_advance(self, t: float) -> None:
         if t > self.kv_t:
-            self.kv_area += self.kv.used_blocks * (t - self.kv_t)
+            # occupancy against the capacity of the time (a budget change mid-window stays exact)
+            self.kv_area += self.kv.used_blocks / self.kv.capacity_blocks * (t - self.kv_t)
             self.kv_t = t
 
     def _kv_peak(self) -> None:
