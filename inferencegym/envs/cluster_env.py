@@ -151,6 +151,7 @@ def _replica_configs(task: TaskSpec) -> list:
 
     o = dict(task.options)
     return [ReplicaConfig(model=task.model, gpu=gpu, tensor_parallel=int(tp),
+                          engine_profile=task.engine_profile,
                           scheduler=o.get("scheduler", "sarathi"),
                           batch_cap=int(o.get("batch_cap", 128)),
                           kv_budget_fraction=float(o.get("kv_budget_fraction", 0.9)),

@@ -94,7 +94,8 @@ class HeuristicPolicy:
         self.has_prio = any(t.priority == 1 for t in self.task.tenants)
         self.tbt_slo = min(t.tbt_slo_s for t in self.task.tenants)
         self._model = ExecutionModel.from_preset(model=self.task.model, gpu=self.task.gpu,
-                                                 tensor_parallel=self.task.tensor_parallel)
+                                                 tensor_parallel=self.task.tensor_parallel,
+                                                 engine_profile=self.task.engine_profile)
         self._prefill_cache: dict[int, float] = {}
         self.reset()
 
