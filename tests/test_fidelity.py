@@ -236,3 +236,18 @@ def test_simulate_cli_engine_profile_and_calibration_error_in_json():
     assert out["vllm-2023"]["tpot_s"]["p50"] > out["kernel-only"]["tpot_s"]["p50"]
     r = CliRunner().invoke(app, ["simulate", "--json", "--engine-profile", "tgi", "--duration-s", "5"])
     assert r.exit_code != 0 and "engine_profile" in r.output
+
+
+def test_task_engine_profile_reaches_the_replicas():
+    import numpy as np
+
+    from inferencegym.envs.cluster_env import _make_cluster
+    from inferencegym.envs.serve_env import LLMServeEnv
+    from inferencegym.tasks.spec import get_task
+
+    single = LLMServeEnv("static_workload")
+    assert single.task.engine_profile == "vllm-2023"  # loads and SLOs were set against that engine
+    cl, _ = single._make_cluster(np.random.default_rng(0))
+    assert {r.model.engine_profile for r in cl.replicas} == {"vllm-2023"}
+    cluster = _make_cluster(get_task("cluster_heterogeneous"), np.random.default_rng(0))
+    assert {r.model.engine_profile for r in cluster.replicas} == {"vllm-v1"}  # capacities re-measured

@@ -231,7 +231,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self._gpu_mem_bytes = None
         for tier in QUANTIZATION_TIERS:
             m = ExecutionModel.from_preset(model=t.model, gpu=t.gpu, tensor_parallel=t.tensor_parallel,
-                                           quantization=tier.lower())
+                                           quantization=tier.lower(), engine_profile=t.engine_profile)
             self._quality[tier] = float(m.quality_delta)
             if tier == "FP16":
                 self._usd_per_s = m.gpu_hour_usd * t.replicas / 3600.0

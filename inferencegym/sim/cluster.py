@@ -484,7 +484,7 @@ class Cluster:
                                     if w.prefix_query_tokens else math.nan)
             cache_occ.append(rep.kv.cached_blocks / rep.kv.capacity_blocks)
             if dur > 0:
-                occ.append(w.kv_area / (rep.kv.capacity_blocks * dur))
+                occ.append(w.kv_area / dur)
             occ_max = max(occ_max, w.kv_max, rep.kv_occupancy())
             m = rep.model
             gpu_s += m.gpu_count * dur

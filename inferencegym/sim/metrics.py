@@ -100,7 +100,7 @@ class ReplicaWindow:
         self.spec_proposed = 0
         self.spec_accepted = 0
         self.kv_area = 0.0
-        """Integral of KV blocks in use over time since ``kv_t``'s window start (block-seconds)."""
+        """Integral of KV occupancy (blocks in use / capacity of the time) over the window (s)."""
         self.kv_t = now
         self.kv_max = kv_fraction
         self.prefix_query_tokens = 0

@@ -293,7 +293,8 @@ class Replica(ReplicaAdvance):
     def _kv_advance(self, t: float) -> None:
         w = self.win
         if t > w.kv_t:
-            w.kv_area += self.kv.used_blocks * (t - w.kv_t)
+            # occupancy against the capacity of the time (a budget change mid-window stays exact)
+            w.kv_area += self.kv.used_blocks / self.kv.capacity_blocks * (t - w.kv_t)
             w.kv_t = t
 
     def _kv_peak(self) -> None:

@@ -23,13 +23,14 @@ register_task(TaskSpec(
                 "the best fixed configuration is (near) optimal.",
     difficulty="easy",
     model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1, replicas=1,
+    engine_profile="vllm-2023",  # loads/SLOs set against the 2023 engine; re-derive for vllm-v1
     window_s=1.0, episode_windows=200,
     tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.025),),
-    workload=WorkloadSpec(process="poisson", rate_rps=3.0, length_fit="lognormal",
+    workload=WorkloadSpec(process="poisson", rate_rps=2.4, length_fit="lognormal",
                           prompt_median_tokens=256, prompt_sigma=0.5,
                           output_median_tokens=300, output_sigma=0.5,
                           max_prompt_tokens=2048, max_output_tokens=1024),
-    grader=GraderSpec(cost_good_usd_per_1k=4.876e-4, cost_bad_usd_per_1k=1.950e-3),
+    grader=GraderSpec(cost_good_usd_per_1k=6.095e-4, cost_bad_usd_per_1k=2.438e-3),
     ref_batch=16.0,
 ))
 
@@ -40,6 +41,7 @@ register_task(TaskSpec(
                 "conversation lengths on one A100: adapt to the phases.",
     difficulty="medium",
     model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1, replicas=1,
+    engine_profile="vllm-2023",  # loads/SLOs set against the 2023 engine; re-derive for vllm-v1
     window_s=1.0, episode_windows=200,
     chunk_size_tokens=512,
     tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=2.0, tbt_slo_s=0.04),),
@@ -58,6 +60,7 @@ register_task(TaskSpec(
                 "priority routing, KV admission and chunked prefill as the phase changes.",
     difficulty="hard",
     model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1, replicas=2, prefill_replicas=1,
+    engine_profile="vllm-2023",  # loads/SLOs set against the 2023 engine; re-derive for vllm-v1
     router="least_outstanding_requests", split_mode="chunked",
     window_s=1.0, episode_windows=200,
     tenants=(TenantSLO(name="interactive", priority=1, ttft_slo_s=1.0, tbt_slo_s=0.05, grade_weight=2.0),
