@@ -241,13 +241,13 @@ def test_simulate_cli_engine_profile_and_calibration_error_in_json():
 def test_task_engine_profile_reaches_the_replicas():
     import numpy as np
 
-    from inferencegym.envs.cluster_env import _make_cluster
     from inferencegym.envs.serve_env import LLMServeEnv
+    from inferencegym.tasks.adapter import make_cluster
     from inferencegym.tasks.spec import get_task
 
     single = LLMServeEnv("static_workload")
     assert single.task.engine_profile == "vllm-2023"  # loads and SLOs were set against that engine
     cl, _ = single._make_cluster(np.random.default_rng(0))
     assert {r.model.engine_profile for r in cl.replicas} == {"vllm-2023"}
-    cluster = _make_cluster(get_task("cluster_heterogeneous"), np.random.default_rng(0))
+    cluster = make_cluster(get_task("cluster_heterogeneous"), np.random.default_rng(0))
     assert {r.model.engine_profile for r in cluster.replicas} == {"vllm-v1"}  # capacities re-measured
