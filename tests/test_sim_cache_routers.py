@@ -125,3 +125,71 @@ def test_published_hashes_follow_the_kv_events_exactly():
             seen |= snap.hashes
     assert gone > 0  # evictions happened and were published
     cl.drain()
+
+
+class _Snap:
+    def __init__(self, hashes=(), waiting=0):
+        self.hashes = set(hashes)
+        self.waiting = waiting
+
+    def prefix_blocks(self, hashes, max_blocks=1 << 30):
+        n = 0
+        for h in hashes:
+            if n >= max_blocks or h not in self.hashes:
+                break
+            n += 1
+        return n
+
+
+class _View:
+    def __init__(self, snaps):
+        self.snaps = snaps
+
+    def get(self, cluster):
+        return self.snaps
+
+
+class _KVRep:
+    def __init__(self, used):
+        self.kv = type("KV", (), {"block_size": 16, "used_blocks": used})()
+        self.waiting, self.prio_waiting, self.running = [], [], []
+
+
+def test_llmd_approx_scores_its_own_index_and_the_load_aware_term():
+    from inferencegym.sim.cache_routers import LLMDApproxRouter
+
+    h = tuple(range(1, 17))  # 16 blocks
+    req = Request(req_id=0, arrival_s=0.0, prompt_tokens=16 * 16 + 3, output_tokens=1, block_hashes=h)
+    cl = _Cl([0, 0])
+    r = LLMDApproxRouter()
+    r.index.of(0).add(h[:2])  # 2 of 16 blocks sent to replica 0 before: prefix score 1/8
+    # replica 0: 2 * 0.125 + 0.5 * (1 - 128/128) = 0.25; replica 1: 0 + 0.5 * (1 - 20/128) = 0.42
+    cl.cache_view = _View([_Snap(waiting=128), _Snap(waiting=20)])
+    assert r.choose(cl, req, [0, 1]) == 1
+    assert r.index.of(1).prefix_blocks(h, 256) == 16  # the chosen replica's index took the prompt
+    r2 = LLMDApproxRouter()
+    r2.index.of(0).add(h[:4])  # 1/4: 0.5 + 0.5 * (1 - 64/128) = 0.75 > 0.5 (empty queue on 1)
+    cl.cache_view = _View([_Snap(waiting=64), _Snap(waiting=0)])
+    assert r2.choose(cl, req, [0, 1]) == 0
+
+
+def test_dynamo_cost_is_prefill_blocks_plus_decode_blocks():
+    from inferencegym.sim.cache_routers import DynamoKVRouter
+
+    h = tuple(range(1, 21))  # 20 blocks
+    req = Request(req_id=0, arrival_s=0.0, prompt_tokens=320, output_tokens=1, block_hashes=h)
+    cl = _Cl([0, 0])
+    cl.replicas = [_KVRep(100), _KVRep(95)]
+    cl.cache_view = _View([_Snap(hashes=h[:10]), _Snap()])
+    # replica 0: (320 - 160) / 16 + 100 + 20 = 130; replica 1: 320 / 16 + 95 + 20 = 135
+    assert DynamoKVRouter().choose(cl, req, [0, 1]) == 0
+    cl.replicas = [_KVRep(100), _KVRep(80)]  # replica 1: 20 + 80 + 20 = 120 < 130
+    assert DynamoKVRouter().choose(cl, req, [0, 1]) == 1
+
+
+def test_llmd_precise_normalises_hits_like_llmd():
+    from inferencegym.sim.cache_routers import _minmax_hits
+
+    assert _minmax_hits({0: 0, 1: 0}) == {0: 0.0, 1: 0.0}  # no hit anywhere: nobody scores
+    assert _minmax_hits({0: 5, 1: 0, 2: 5}) == {0: 1.0, 1: 0.0, 2: 1.0}  # equal hits: 1
+    assert _minmax_hits({0: 2, 1: 6, 2: 4, 3: 0}) == {0: 0.0, 1: 1.0, 2: 0.5, 3: 0.0}

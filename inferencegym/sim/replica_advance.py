@@ -29,9 +29,8 @@ class ReplicaAdvance:
         st = self.state
         self.state = IDLE
         if st == RUN:
-            self._apply_run(self.seg_n, True)
-            done = [r for r in self.seg_decodes if r.generated_tokens >= r.output_tokens]
-            return self._finish(done), []
+            done = self._apply_run(self.seg_n, True)
+            return (self._finish(done) if done else []), []
         if st == ITER:
             return self._apply_iter(now)
         return [], []
@@ -47,9 +46,12 @@ class ReplicaAdvance:
                 r.completion_s = r.last_token_s
         return done
 
-    def _apply_run(self, k: int, final: bool) -> None:
+    def _apply_run(self, k: int, final: bool) -> list:
+        """Apply ``k`` iterations of the current run (all of it when ``final``); returns the
+        requests that produced their last token (only a final apply can finish any)."""
+        done: list = []
         if k <= 0:
-            return
+            return done
         a = self.seg_a
         b = self.seg_b
         B = self.seg_B
@@ -95,7 +97,10 @@ class ReplicaAdvance:
                 r.tbt_max_s = m
             r.tbt_sum_s += end - lt
             r.last_token_s = end
-            r.generated_tokens += k
+            g = r.generated_tokens + k
+            r.generated_tokens = g
+            if g >= r.output_tokens:
+                done.append(r)
             kvt = r.kv_tokens + k
             r.kv_tokens = kvt
             nb = (kvt + bs1) // bs
@@ -117,6 +122,7 @@ class ReplicaAdvance:
         self.seg_t0 = end
         self.seg_S0 = S0 + B * k
         self.seg_n -= k
+        return done
 
     def _emit_token(self, r: "Request", t: float) -> None:
         """A prefill (or recompute, or a KV transfer's arrival) produced this request's next token at ``t``."""

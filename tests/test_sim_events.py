@@ -1,0 +1,67 @@
+"""EventQueue ordering and the replica's window counters object."""
+
+from __future__ import annotations
+
+import numpy as np
+from sim_util import cfg, poisson_requests
+
+from inferencegym.sim import Cluster
+from inferencegym.sim.events import EventQueue
+from inferencegym.sim.metrics import ReplicaWindow
+
+
+def test_event_queue_orders_by_time_then_priority_then_scheduling_order():
+    q = EventQueue()
+    assert len(q) == 0 and q.peek() is None and not q
+    q.schedule(2.0, 0, "late")
+    q.schedule(1.0, 2, "arrival")
+    q.schedule(1.0, 0, "step-a")
+    q.schedule(1.0, 0, "step-b")
+    q.schedule(1.0, 1, "transfer")
+    assert len(q) == 5 and q.peek()[3] == "step-a"
+    assert [e[3] for e in q.until(1.0)] == ["step-a", "step-b", "transfer", "arrival"]
+    assert len(q) == 1 and q.pop()[3] == "late"
+
+
+def test_event_queue_until_sees_events_scheduled_while_draining():
+    q = EventQueue()
+    q.schedule(0.0, 0, 0)
+    seen = []
+    for ev in q.until(3.0):
+        seen.append(ev[0])
+        if ev[0] < 5:
+            q.schedule(ev[0] + 1.0, 0, 0)
+    assert seen == [0.0, 1.0, 2.0, 3.0] and q.peek()[0] == 4.0
+
+
+def test_two_queues_do_not_share_counters():
+    a, b = EventQueue(), EventQueue()
+    a.schedule(1.0, 0, "x")
+    b.schedule(1.0, 0, "y")
+    assert a.pop()[2] == b.pop()[2] == 1
+
+
+def test_replica_window_reset_starts_a_new_window():
+    w = ReplicaWindow(3)
+    w.add_tbt(0.1, 0.0, 1, 2.0, 1)
+    w.add_run(0.02, 0.001, 5, 2, 3, {0.5: [1, 0, 0]}, [0, 2, 0], [1, 2, 0])
+    w.tokens_out = 7
+    w.prefix_query_tokens = 100
+    # total: the gap, the stalled ones (1 sample), the back-to-back first gap and the rest of the run
+    assert len(w.tbt) == 4 and len(w.ttbt[1]) == 2 and len(w.ttbt[0]) == 2 and len(w.ttbt[2]) == 0
+    assert w.tbt.total_weight() == 2.0 + 1.0 + 2.0 + 3.0 * 4
+    w.reset(4.0, 0.25)
+    assert len(w.tbt) == 0 and all(len(t) == 0 for t in w.ttbt)
+    assert w.tokens_out == 0 and w.prefix_query_tokens == 0 and w.kv_t == 4.0 and w.kv_max == 0.25
+
+
+def test_cluster_window_reset_goes_through_the_replica():
+    reqs = poisson_requests(np.random.default_rng(2), rate=5.0, duration_s=10.0)
+    cl = Cluster(cfg(num_replicas=2), np.random.default_rng(0))
+    cl.submit(reqs)
+    cl.run_until(5.0)
+    ws = cl.window_stats(reset=True)
+    assert ws.output_tokens > 0
+    for rep in cl.replicas:
+        assert rep.win.tokens_out == 0 and len(rep.win.tbt) == 0 and rep.win.kv_t == 5.0
+    assert cl.total_tokens == ws.output_tokens
