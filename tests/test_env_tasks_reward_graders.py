@@ -179,3 +179,10 @@ def test_episode_workload_is_seeded_and_phased():
     on = bursty.phase == 1
     counts = np.diff(bursty.window_start_idx)
     assert counts[on].mean() > 3 * counts[~on].mean()
+
+
+def test_registration_order_is_single_agent_then_cluster():
+    """list_tasks() order is the environment server's task index: single-agent tasks first."""
+    ids = [t.task_id for t in list_tasks()]
+    assert ids[:6] == ["static_workload", "bursty_workload", "adversarial_multitenant",
+                       "cluster_routing", "cluster_heterogeneous", "cluster_bursty_multitenant"]
