@@ -13,6 +13,7 @@ from inferencegym.tasks.spec import (
                                      DEFAULT_KNOBS,
                                      ClusterOptions,
                                      GraderSpec,
+                                     PrefixSharingSpec,
                                      ReplicaKnobs,
                                      TaskSpec,
                                      TenantSLO,
@@ -23,7 +24,7 @@ from inferencegym.tasks.spec import (
                                      task_ids,
 )
 
-__all__ = ["TaskSpec", "TenantSLO", "WorkloadSpec", "GraderSpec", "ReplicaKnobs", "ClusterOptions",
+__all__ = ["TaskSpec", "TenantSLO", "WorkloadSpec", "GraderSpec", "ReplicaKnobs", "ClusterOptions", "PrefixSharingSpec",
            "DEFAULT_KNOBS", "get_task", "list_tasks", "register_task", "task_ids", "cluster_task",
            "replica_capacity_rps", "CLUSTER_TASK_IDS", "EpisodeLog", "WindowRecord", "GradeResult",
            "grade"]

@@ -37,6 +37,65 @@ class TenantSLO:
         return asdict(self)
 
 
+PREFIX_PRESETS: tuple[str, ...] = ("mooncake_shared_prefix", "mooncake_multiturn", "mooncake_agent")
+"""Prefix-sharing generator presets of :mod:`inferencegym.workload` (fitted to the Mooncake trace)."""
+
+
+def _check_lognormal(name: str, v: tuple[float, float] | None) -> None:
+    if v is None:
+        return
+    ok = isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v)
+    if not ok or not (v[0] > 0 and v[1] >= 0 and math.isfinite(v[0]) and math.isfinite(v[1])):
+        raise ValueError(f"PrefixSharingSpec.{name} must be None or (median > 0, sigma >= 0) of a "
+                         f"lognormal, got {v!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixSharingSpec:
+    """Prefix-sharing sessions of a task (``WorkloadSpec.process="prefix"``), drawn per episode by
+    :func:`inferencegym.workload.generate_prefix_workload` from a shipped preset with the overrides
+    below (``None`` keeps the preset's figure). Lengths given here are lognormals ``(median,
+    sigma)``, turned into the generator's quantile tables; every request carries the hash chain of
+    its prompt (shared prefixes, previous turns), so the simulator's prefix caches see the sharing."""
+
+    preset: str = "mooncake_shared_prefix"
+    """Generator preset (:data:`PREFIX_PRESETS`): shared system prompts, conversations, agent loops."""
+    num_prefixes: int | None = None
+    """Shared prefixes in the pool (tenants' system prompts, documents)."""
+    zipf_s: float | None = None
+    """Zipf exponent of the prefixes' popularity (P(rank r) ~ r^-zipf_s)."""
+    unique_share: float | None = None
+    """Share of sessions with no shared prefix (0..1)."""
+    prefix_tokens: tuple[float, float] | None = None
+    """Shared prefix length in tokens, lognormal (median, sigma); one draw per prefix per episode."""
+    message_tokens: tuple[float, float] | None = None
+    """Length of the message after the prefix and of every later turn's new message, (median, sigma)."""
+    output_tokens: tuple[float, float] | None = None
+    """Output length in tokens, (median, sigma); clipped at ``WorkloadSpec.max_output_tokens``."""
+    turns: tuple[float, float] | None = None
+    """Turns per session, (median, sigma) (rounded, >= 1)."""
+    think_time_s: tuple[float, float] | None = None
+    """Time between a session's turns in seconds, (median, sigma)."""
+    context_includes_output: bool | None = None
+    """Turn i's prompt contains turn i-1's output (conversations)."""
+
+    def __post_init__(self) -> None:
+        if self.preset not in PREFIX_PRESETS:
+            raise ValueError(f"PrefixSharingSpec.preset must be one of {', '.join(PREFIX_PRESETS)}, "
+                             f"got {self.preset!r}")
+        if self.num_prefixes is not None and self.num_prefixes < 0:
+            raise ValueError(f"PrefixSharingSpec.num_prefixes must be >= 0, got {self.num_prefixes}")
+        if self.zipf_s is not None and not self.zipf_s >= 0:
+            raise ValueError(f"PrefixSharingSpec.zipf_s must be >= 0, got {self.zipf_s}")
+        if self.unique_share is not None and not 0.0 <= self.unique_share <= 1.0:
+            raise ValueError(f"PrefixSharingSpec.unique_share must be in [0, 1], got {self.unique_share}")
+        for name in ("prefix_tokens", "message_tokens", "output_tokens", "turns", "think_time_s"):
+            _check_lognormal(name, getattr(self, name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
     """Arrival process and request lengths of a task (generated per episode from the env's seed).
@@ -48,9 +107,12 @@ class WorkloadSpec:
     - ``"sinusoidal"``: Poisson with rate ``rate_rps * (1 + amplitude * sin(2 pi t / period_s + phi))``
       (phi drawn per episode) plus unannounced mega-prompts; the hidden phase is (high/low load,
       mega-prompt in flight).
+    - ``"prefix"``: prefix-sharing sessions (``prefix``: shared system prompts, multi-turn
+      conversations, agent loops) at ``rate_rps`` requests per second; prompts and outputs come from
+      the session generator (``length_fit`` is not used), clipped at the maxima below.
     """
 
-    process: Literal["poisson", "onoff", "sinusoidal"] = "poisson"
+    process: Literal["poisson", "onoff", "sinusoidal", "prefix"] = "poisson"
     """Arrival process (see above)."""
     rate_rps: float = 2.0
     """Base arrival rate in requests per second (OFF rate for ``onoff``)."""
@@ -98,6 +160,14 @@ class WorkloadSpec:
     mega_prompt_when: Literal["always", "low"] = "always"
     """``always``: mega-prompts at a constant rate; ``low``: only while the sinusoidal load is in its
     low half (an adversary hiding in quiet periods)."""
+    prefix: PrefixSharingSpec | None = None
+    """The session generator of ``process="prefix"`` (required there, unused otherwise)."""
+
+    def __post_init__(self) -> None:
+        if (self.process == "prefix") != (self.prefix is not None):
+            raise ValueError(f"WorkloadSpec: process='prefix' needs prefix=PrefixSharingSpec(...) and "
+                             f"other processes take none; got process={self.process!r}, "
+                             f"prefix={self.prefix!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
