@@ -10,16 +10,18 @@ It reads what no real router can: every request of the run (future arrivals incl
    (the least-loaded replica so far takes the largest group); a group with more than a replica's
    share of the work gets as many replicas as its work needs, so hot prefixes stay resident on a
    few replicas while the totals balance.
-2. **Dispatch**: the replica with the least clairvoyant cost = outstanding work (remaining prefill
-   and true remaining decode) + the prompt tokens not cached there now + ``away_penalty`` x the
-   prompt's cacheable tokens when the replica is not one of the group's homes (sending a prefix
-   away costs its home future hits and fills another cache).
+2. **Dispatch**: the replica with the earliest clairvoyant first token
+   (:func:`~inferencegym.sim.estimates.first_token_iterations` with the true remaining outputs and
+   the prompt tokens cached there now) plus, when the replica is not one of the group's homes,
+   ``away_penalty`` x the prefill time of the prompt's shareable blocks not cached there (sending
+   a prefix away costs its home future hits and fills another cache).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .estimates import decode_iteration_s, first_token_iterations
 from .router_base import _Rotating
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ class PrefixOracleRouter(_Rotating):
         self.decode_token_weight = decode_token_weight
         self.away_penalty = away_penalty
         self._homes: dict | None = None
+        self._iter_s: dict[int, tuple[int, float]] = {}
 
     def _place(self, cluster: "Cluster") -> dict:
         wd = self.decode_token_weight
@@ -69,21 +72,20 @@ class PrefixOracleRouter(_Rotating):
         if self._homes is None:
             self._homes = self._place(cluster)
         reps = cluster.replicas
-        wd = self.decode_token_weight
         h = req.block_hashes
         home = self._homes.get(h[0]) if h else None
-        pen = self.away_penalty * len(h) * reps[cands[0]].kv.block_size if h else 0.0
 
         def cost(i: int) -> float:
             rep = reps[i]
-            w = 0.0
-            for q in (rep.waiting, rep.prio_waiting, rep.running):
-                for r in q:
-                    w += (r.prefill_target - r.prefilled_tokens) + wd * (r.output_tokens - r.generated_tokens)
-            hit = rep.kv.match(h, (req.prompt_tokens - 1) // rep.kv.block_size)[0] if h else 0
-            c = w + req.prompt_tokens - hit * rep.kv.block_size
+            bs = rep.kv.block_size
+            hit = rep.kv.match(h, (req.prompt_tokens - 1) // bs)[0] * bs if h else 0
+            it = self._iter_s.get(i)
+            if it is None or it[0] != rep.cfg.batch_cap:
+                it = self._iter_s[i] = (rep.cfg.batch_cap, decode_iteration_s(rep))
+            c = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=None,
+                                       cached_tokens=hit) * it[1]
             if home is not None and i not in home:
-                c += pen
+                c += self.away_penalty * rep.model.prefill_time_s(max(len(h) * bs - hit, 1))
             return c
 
         return self._argmin(cands, cost)
