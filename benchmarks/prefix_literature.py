@@ -37,7 +37,7 @@ from inferencegym.tasks.prefix_workload import lognormal_table  # noqa: E402
 from inferencegym.workload import default_prefix_spec, generate_prefix_workload  # noqa: E402
 
 LLMD = dict(model="codellama-34b", gpu="h100-80gb", tp=2, replicas=8, tenants=150, prefix_tokens=6000,
-            question_tokens=1200, output_tokens=1000, rate_rps=18.0, duration_s=300.0)
+            question_tokens=1200, output_tokens=1000, rate_rps=14.0, duration_s=300.0)
 """The llm-d benchmark's shape on the closest preset (full size)."""
 LLMD_PUBLISHED = {"p90_ttft_s": {"llmd_precise": 0.54, "llmd_approx": 31.0,
                                  "least_outstanding_requests": 95.0, "random": 93.0},

