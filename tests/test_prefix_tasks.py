@@ -165,3 +165,14 @@ def test_every_production_router_is_a_baseline_and_the_oracle_is_privileged():
     assert set(PRODUCTION_ROUTERS) <= set(ROUTER_POLICIES)
     assert "prefix_oracle" in ROUTER_POLICIES and is_privileged("prefix_oracle")
     assert not any(is_privileged(p) for p in PRODUCTION_ROUTERS)
+
+
+@pytest.mark.parametrize("tid", PREFIX_TASK_IDS)
+def test_prefix_tasks_offer_their_nominal_request_rate_throughout(tid):
+    """rate_rps (load_fraction x capacity) is the rate an episode really offers: sessions start
+    before t = 0 and the session rate accounts for turns cut at the context limit."""
+    t = get_task(tid)
+    arr = np.concatenate([[r.arrival_s for r in build_requests(t, t.episode_s, np.random.default_rng(k))]
+                          for k in range(4)])
+    per_third = np.histogram(arr, bins=3, range=(0.0, t.episode_s))[0] / 4 / (t.episode_s / 3)
+    assert per_third == pytest.approx(np.full(3, t.workload.rate_rps), rel=0.12)

@@ -208,11 +208,12 @@ register_task(_with_rates(TaskSpec(
                                                    zipf_s=0.8, unique_share=0.3,
                                                    prefix_tokens=(1200.0, 0.4),
                                                    message_tokens=(120.0, 0.8),
+                                                   unique_prompt_tokens=(800.0, 0.8),
                                                    output_tokens=(180.0, 0.7), turns=(5.0, 0.5),
                                                    think_time_s=(8.0, 0.5))),
     grader=_GRADER,
     ref_batch=64.0,
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.0,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
                            load_fraction=0.9),
     **_COMMON)))
 

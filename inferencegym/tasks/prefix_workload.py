@@ -11,6 +11,7 @@ hash chain of every prompt (16-token blocks, the simulator's KV block), which th
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 from scipy.special import ndtri
@@ -21,6 +22,8 @@ from inferencegym.workload.prefix_gen import LEVELS
 
 HASH_BLOCK_TOKENS = 16
 """Tokens per generated hash id (the simulator's KV block size: one id per block)."""
+PILOT_SESSIONS = 5000
+"""Sessions of the pilot draw that measures requests per session (:func:`requests_per_session`)."""
 _TAIL_LEVEL = 0.001
 """A lognormal's 0 and 1 quantile levels are read at this and 1 - this (finite tables)."""
 
@@ -34,7 +37,7 @@ def lognormal_table(median: float, sigma: float, hi: float = np.inf) -> tuple[fl
 
 def generator_spec(w: WorkloadSpec) -> PrefixWorkloadSpec:
     """The session generator a ``process="prefix"`` workload names, with its overrides applied,
-    at ``w.rate_rps`` requests per second; outputs capped at ``w.max_output_tokens`` and sessions
+    at ``w.rate_rps`` requests per second (sessions/s = that / :func:`requests_per_session`); outputs capped at ``w.max_output_tokens`` and sessions
     ended when a prompt would exceed ``w.max_prompt_tokens`` (the context limit)."""
     p: PrefixSharingSpec | None = w.prefix
     if p is None:
@@ -49,6 +52,8 @@ def generator_spec(w: WorkloadSpec) -> PrefixWorkloadSpec:
         kw["prefix_tokens"] = lognormal_table(*p.prefix_tokens)
     if p.message_tokens is not None:
         kw["first_message_tokens"] = kw["turn_message_tokens"] = lognormal_table(*p.message_tokens)
+    if p.unique_prompt_tokens is not None:
+        kw["unique_prompt_tokens"] = lognormal_table(*p.unique_prompt_tokens)
     out = lognormal_table(*p.output_tokens) if p.output_tokens is not None else base.output_tokens
     kw["output_tokens"] = tuple(np.minimum(out, w.max_output_tokens).tolist())
     if p.turns is not None:
@@ -58,7 +63,22 @@ def generator_spec(w: WorkloadSpec) -> PrefixWorkloadSpec:
     if kw.get("num_prefixes", base.num_prefixes) == 0:
         kw["unique_share"] = 1.0
     spec = dataclasses.replace(base, source=f"{base.source}; task overrides", **kw)
-    return spec.with_rate(max(w.rate_rps, 1e-9))
+    rate = max(w.rate_rps, 1e-9)
+    return dataclasses.replace(spec, session_rate_per_s=rate / requests_per_session(spec))
+
+
+@functools.lru_cache(maxsize=64)
+def requests_per_session(spec: PrefixWorkloadSpec) -> float:
+    """Mean requests a session of ``spec`` really sends: its drawn turns, less the turns cut at the
+    context limit (``max_prompt_tokens``). Measured on a fixed pilot draw (its own Generator, seed
+    0, 5,000 sessions, nothing drawn from an episode's Generator), so that ``rate_rps`` is the
+    request rate an episode really offers."""
+    if np.interp(1.0, LEVELS, spec.turns) < 1.5:
+        return 1.0
+    pilot = dataclasses.replace(spec, session_rate_per_s=1.0)
+    w = generate_prefix_workload(pilot, float(PILOT_SESSIONS), np.random.default_rng(0))
+    # per drawn session (a session whose first prompt exceeds the context sends nothing)
+    return max(len(w) / PILOT_SESSIONS, 1e-3)
 
 
 def mean_output_tokens_prefix(w: WorkloadSpec) -> float:
@@ -91,8 +111,8 @@ def generate_prefix_episode(task: TaskSpec, rng: np.random.Generator):
     for i, (share, child) in enumerate(zip(w.tenant_shares, children)):
         if share <= 0:
             continue
-        parts.append(generate_prefix_workload(spec.with_rate(w.rate_rps * share), T + lead, child,
-                                              tenant=i))
+        sub = dataclasses.replace(spec, session_rate_per_s=spec.session_rate_per_s * share)
+        parts.append(generate_prefix_workload(sub, T + lead, child, tenant=i))
     arrival = np.concatenate([p.arrival_s for p in parts]) - lead if parts else np.empty(0)
     prompt = np.concatenate([p.prompt_tokens for p in parts]) if parts else np.empty(0, np.int64)
     output = np.concatenate([p.output_tokens for p in parts]) if parts else np.empty(0, np.int64)

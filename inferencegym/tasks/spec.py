@@ -70,6 +70,8 @@ class PrefixSharingSpec:
     """Shared prefix length in tokens, lognormal (median, sigma); one draw per prefix per episode."""
     message_tokens: tuple[float, float] | None = None
     """Length of the message after the prefix and of every later turn's new message, (median, sigma)."""
+    unique_prompt_tokens: tuple[float, float] | None = None
+    """First prompt of a session without a shared prefix, (median, sigma)."""
     output_tokens: tuple[float, float] | None = None
     """Output length in tokens, (median, sigma); clipped at ``WorkloadSpec.max_output_tokens``."""
     turns: tuple[float, float] | None = None
@@ -89,7 +91,8 @@ class PrefixSharingSpec:
             raise ValueError(f"PrefixSharingSpec.zipf_s must be >= 0, got {self.zipf_s}")
         if self.unique_share is not None and not 0.0 <= self.unique_share <= 1.0:
             raise ValueError(f"PrefixSharingSpec.unique_share must be in [0, 1], got {self.unique_share}")
-        for name in ("prefix_tokens", "message_tokens", "output_tokens", "turns", "think_time_s"):
+        for name in ("prefix_tokens", "message_tokens", "unique_prompt_tokens", "output_tokens", "turns",
+                     "think_time_s"):
             _check_lognormal(name, getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
