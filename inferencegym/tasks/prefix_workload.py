@@ -35,9 +35,11 @@ def lognormal_table(median: float, sigma: float, hi: float = np.inf) -> tuple[fl
     return tuple(np.minimum(q, hi).tolist())
 
 
+@functools.lru_cache(maxsize=64)
 def generator_spec(w: WorkloadSpec) -> PrefixWorkloadSpec:
     """The session generator a ``process="prefix"`` workload names, with its overrides applied,
-    at ``w.rate_rps`` requests per second (sessions/s = that / :func:`requests_per_session`); outputs capped at ``w.max_output_tokens`` and sessions
+    at ``w.rate_rps`` requests per second (sessions/s = that / :func:`requests_per_session`);
+    outputs capped at ``w.max_output_tokens`` and sessions
     ended when a prompt would exceed ``w.max_prompt_tokens`` (the context limit)."""
     p: PrefixSharingSpec | None = w.prefix
     if p is None:
@@ -81,6 +83,7 @@ def requests_per_session(spec: PrefixWorkloadSpec) -> float:
     return max(len(w) / PILOT_SESSIONS, 1e-3)
 
 
+@functools.lru_cache(maxsize=64)
 def mean_output_tokens_prefix(w: WorkloadSpec) -> float:
     """Mean output length of a ``process="prefix"`` workload (its capped output table's mean)."""
     table = generator_spec(w).output_tokens
