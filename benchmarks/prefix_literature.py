@@ -90,7 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", default="all", choices=("llmd", "sglang", "all"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--speed", action="store_true",
+                    help="only time the full llm-d scenario per router (CPU seconds, workload generation included)")
     args = ap.parse_args(argv)
+    if args.speed:
+        print("| router | requests | CPU s | requests / CPU s | simulated s / CPU s |\n|---|---|---|---|---|")
+        for name in ("llmd_precise", "least_outstanding_requests", "round_robin"):
+            t0 = time.process_time()
+            r = run_routers(LLMD, [name], args.seed)[name]
+            dt = time.process_time() - t0
+            print(f"| {name} | {r['requests']} | {dt:.2f} | {r['requests'] / dt:.0f} | {LLMD['duration_s'] / dt:.0f} |")
+        return 0
     res = {}
     t0 = time.perf_counter()
     if args.scenario in ("llmd", "all"):
