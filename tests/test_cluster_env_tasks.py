@@ -41,7 +41,8 @@ def test_rates_follow_capacity_and_load():
             assert mean == pytest.approx(spec.cluster.load_fraction * cap)
 
 
-@pytest.mark.parametrize("tid,entry", [("cluster_routing", 0), ("cluster_heterogeneous", 0)])
+@pytest.mark.parametrize("tid,entry", [("cluster_routing", 0), ("cluster_heterogeneous", 0),
+                                       ("cluster_prefix_sharing", 0), ("cluster_multiturn", 0)])
 def test_capacity_constants_match_the_simulator(tid, entry):
     """The shipped capacity_rps is what the simulator sustains (within 15 %, one short run)."""
     spec = get_task(tid)

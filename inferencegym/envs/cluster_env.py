@@ -25,7 +25,11 @@ next:
   token on the replica / TTFT SLO (:mod:`inferencegym.sim.estimates`: queue positions, batch cap,
   prefill work ahead and the replica's iteration time, every request's remaining output taken as the
   task's mean output length; what the ``estimated_ttft`` router minimises). Values are clipped to
-  [-100, 100] (stated clip).
+  [-100, 100] (stated clip). On prefix-sharing tasks (``cluster_prefix_sharing``,
+  ``cluster_multiturn``) three more columns (:data:`~inferencegym.envs.cluster_spaces.PREFIX_FEATURES`):
+  the share of the arriving prompt cached on the replica as last published (the view a real
+  cache-aware router reads, ``ClusterConfig.cache_publish_interval_s`` stale), the replica's
+  published cached blocks / KV capacity, and its recent token-weighted prefix hit rate.
 - ``"request"``: Box (5,) float32: prompt tokens / 4096, log1p(prompt) / log1p(32768), tenant
   one-hot (2 slots; tasks have at most 2 tenants), priority.
 - ``"action_mask"``: Box (N,) float32 in {0, 1}: 1 for replicas that are up and can admit the
@@ -150,11 +154,13 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self.replica_ids = [f"replica_{i}" for i in range(n)]
         self.possible_agents = [ROUTER, *self.replica_ids]
         self.agents = list(self.possible_agents)
-        rep_space, rep_act = replica_observation_space(), replica_action_space()
-        self.observation_spaces = {ROUTER: router_observation_space(n), **{r: rep_space for r in self.replica_ids}}
-        self.action_spaces = {ROUTER: spaces.Discrete(n), **{r: rep_act for r in self.replica_ids}}
         self._cap_rps = np.asarray(replica_capacity_rps(task), dtype=np.float64)
         self._features = RouterFeatures(task, self._cap_rps)
+        F = len(self._features.columns)
+        rep_space, rep_act = replica_observation_space(F), replica_action_space()
+        self.observation_spaces = {ROUTER: router_observation_space(n, F),
+                                   **{r: rep_space for r in self.replica_ids}}
+        self.action_spaces = {ROUTER: spaces.Discrete(n), **{r: rep_act for r in self.replica_ids}}
         self._capacity_tokens = self._cap_rps * self._features.expected_output_tokens * task.window_s
         self._ledger = RouterLedger(self.reward_config, [float(t.grade_weight) for t in task.tenants],
                                     np.array([t.ttft_slo_s for t in task.tenants], dtype=np.float64), n)
@@ -247,7 +253,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self._features.on_knobs_changed(self._batch_caps())
 
     def _router_obs(self, req) -> dict:
-        feats = self._features.replicas(req.prompt_tokens if req is not None else None)
+        feats = self._features.replicas(req.prompt_tokens if req is not None else None, req)
         self._mask = (self._features.fits & self._up).astype(np.float32)
         return {"replicas": feats, "request": self._features.request(req), "action_mask": self._mask}
 

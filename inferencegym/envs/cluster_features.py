@@ -21,6 +21,7 @@ from inferencegym.envs.cluster_spaces import (
     REQ,
     REQUEST_FEATURES,
     ROUTER_FEATURES,
+    router_features,
 )
 from inferencegym.sim import Cluster
 from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
@@ -38,6 +39,8 @@ _SIM_QUEUE = Cluster.FEATURE_NAMES.index("queue_len")
 _SIM_RUNNING = Cluster.FEATURE_NAMES.index("running")
 QUEUE_EMA_RATE = 0.05
 """Per-decision weight of the queue length's moving average (``load_trend`` = queue - average)."""
+HIT_RATE_DECAY = 0.02
+"""Per-decision decay of the token counts behind ``recent_hit_rate`` (about the last 50 decisions)."""
 
 if tuple(Cluster.FEATURE_NAMES[:_N_SIM]) != tuple(s for s, _ in SIM_COLUMNS) or \
         tuple(ROUTER_FEATURES[:_N_SIM]) != tuple(r for _, r in SIM_COLUMNS):
@@ -63,10 +66,15 @@ class RouterFeatures:
         """Every running request's remaining output is estimated at the workload's mean length."""
         self.relative_speed = capacity_rps / capacity_rps.mean()
         self._inv_cap_slo = 1.0 / (capacity_rps * self.ttft_ref)
+        self.columns = router_features(task)
+        """This task's column names (12, or 15 with the prefix columns)."""
+        self.prefix = len(self.columns) > len(ROUTER_FEATURES)
 
     def reset(self, cluster: Cluster, batch_caps: np.ndarray) -> None:
         self.cluster = cluster
-        self._buf = np.zeros((self.n, len(ROUTER_FEATURES)))
+        self._buf = np.zeros((self.n, len(self.columns)))
+        self._hit = np.zeros((self.n, 2))  # decayed (hit tokens, queried tokens) per replica
+        self._hit_seen = np.zeros((self.n, 2))
         self._buf[:, COL["relative_speed"]] = self.relative_speed
         self._queue_ema = np.zeros(self.n)
         self._iter_s_cache: dict[tuple[int, int], float] = {}
@@ -86,8 +94,9 @@ class RouterFeatures:
         self._scale = sc
         self.kv_capacity_tokens = kv_capacity_tokens(self.cluster)
 
-    def replicas(self, prompt_tokens: int | None) -> np.ndarray:
-        """The (N, F) float32 matrix for an arriving prompt (None: no request, e.g. at a window end)."""
+    def replicas(self, prompt_tokens: int | None, req=None) -> np.ndarray:
+        """The (N, F) float32 matrix for an arriving prompt (None: no request, e.g. at a window end);
+        ``req`` (the arriving request) fills the prefix columns on prefix-sharing tasks."""
         f = self.cluster.replica_features()
         out = self._buf
         np.multiply(f[:, :_N_SIM], self._scale, out=out[:, :_N_SIM])
@@ -98,10 +107,30 @@ class RouterFeatures:
         out[:, COL["prompt_fits"]] = fits
         out[:, COL["est_ttft"]] = 0.0 if prompt_tokens is None else self.est_ttft(prompt_tokens)
         self._queue_ema += QUEUE_EMA_RATE * (q - self._queue_ema)
+        if self.prefix:
+            self._prefix_columns(out, req)
         np.clip(out, -FEATURE_CLIP, FEATURE_CLIP, out=out)
         self.last_sim = f
         self.fits = fits
         return out.astype(np.float32)
+
+    def _prefix_columns(self, out: np.ndarray, req) -> None:
+        """cached_share, cache_occupancy (both from the published cache view a real router reads)
+        and recent_hit_rate (per-decision decayed token counts of the replicas' admissions)."""
+        cl = self.cluster
+        snaps = cl.cache_view.get(cl)
+        seen = np.array([(rep.win.prefix_hit_tokens, rep.win.prefix_query_tokens) for rep in cl.replicas],
+                        dtype=np.float64)
+        delta = seen - self._hit_seen
+        delta[delta < 0] = seen[delta < 0]  # the replica's window counters were reset
+        self._hit_seen = seen
+        self._hit = self._hit * (1.0 - HIT_RATE_DECAY) + delta
+        out[:, COL["recent_hit_rate"]] = np.where(self._hit[:, 1] > 0,
+                                                  self._hit[:, 0] / np.maximum(self._hit[:, 1], 1.0), 0.0)
+        for i, rep in enumerate(cl.replicas):
+            out[i, COL["cache_occupancy"]] = len(snaps[i].hashes) / rep.kv.capacity_blocks
+            out[i, COL["cached_share"]] = (cl.published_cached_tokens(i, req) / req.prompt_tokens
+                                           if req is not None else 0.0)
 
     def est_ttft(self, prompt_tokens: int) -> np.ndarray:
         """Estimated first-token time of the arriving request on every replica / TTFT SLO

@@ -24,8 +24,13 @@ ROUTER_FEATURES: tuple[str, ...] = (
     "queue_len", "oldest_wait", "mean_wait", "running", "kv_occupancy", "p90_ttft", "p90_tbt",
     "load_trend", "load_by_capacity", "relative_speed", "prompt_fits", "est_ttft")
 """Columns of the router's ``"replicas"`` matrix (see ``cluster_env``'s docstring for the normalisation)."""
-COL: dict[str, int] = {name: i for i, name in enumerate(ROUTER_FEATURES)}
-"""Column index of each router feature: ``feats[:, COL["est_ttft"]]``."""
+PREFIX_FEATURES: tuple[str, ...] = ("cached_share", "cache_occupancy", "recent_hit_rate")
+"""Columns appended on prefix-sharing tasks (:func:`router_features`): share of the arriving prompt
+cached on the replica as last published, the replica's published cached blocks / KV capacity, and
+its recent token-weighted prefix hit rate (what vLLM's metrics report)."""
+COL: dict[str, int] = {name: i for i, name in enumerate(ROUTER_FEATURES + PREFIX_FEATURES)}
+"""Column index of each router feature: ``feats[:, COL["est_ttft"]]`` (the prefix columns exist
+only on prefix-sharing tasks; the first 12 are the same on every task)."""
 REQUEST_FEATURES: tuple[str, ...] = ("prompt_norm", "prompt_log", "tenant_0", "tenant_1", "priority")
 """Entries of the router's ``"request"`` vector."""
 REQ: dict[str, int] = {name: i for i, name in enumerate(REQUEST_FEATURES)}
@@ -48,8 +53,16 @@ REPLICA_ACTION_NVEC: tuple[int, ...] = tuple(len(b) for b in KNOB_BUCKETS)
 """``MultiDiscrete`` sizes of a replica action."""
 
 
-def router_observation_space(n: int) -> spaces.Dict:
-    F = len(ROUTER_FEATURES)
+def router_features(task: Any) -> tuple[str, ...]:
+    """The router's columns on ``task``: :data:`ROUTER_FEATURES`, plus :data:`PREFIX_FEATURES` when
+    its workload shares prefixes (``process="prefix"``). Gated on the task so the other tasks keep
+    their 12 columns: their observations and the shipped modules trained on them are unchanged,
+    and the cross-replica attention module takes any column count on the new tasks."""
+    return ROUTER_FEATURES + PREFIX_FEATURES if task.workload.process == "prefix" else ROUTER_FEATURES
+
+
+def router_observation_space(n: int, num_features: int = len(ROUTER_FEATURES)) -> spaces.Dict:
+    F = num_features
     return spaces.Dict({
         "replicas": spaces.Box(-FEATURE_CLIP, FEATURE_CLIP, (n, F), np.float32),
         "request": spaces.Box(-FEATURE_CLIP, FEATURE_CLIP, (len(REQUEST_FEATURES),), np.float32),
@@ -57,8 +70,8 @@ def router_observation_space(n: int) -> spaces.Dict:
     })
 
 
-def replica_observation_space() -> spaces.Box:
-    dim = 2 * len(ROUTER_FEATURES) + len(REPLICA_EXTRA_FEATURES)
+def replica_observation_space(num_features: int = len(ROUTER_FEATURES)) -> spaces.Box:
+    dim = 2 * num_features + len(REPLICA_EXTRA_FEATURES)
     return spaces.Box(-FEATURE_CLIP, FEATURE_CLIP, (dim,), np.float32)
 
 

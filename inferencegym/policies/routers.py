@@ -15,6 +15,13 @@ request for request.
 - ``estimated_ttft``: earliest estimated first token from observable state
   (:mod:`inferencegym.sim.estimates` with every request's remaining output set to the task's mean
   output length): join-the-least-loaded with batch caps, prefill work and GPU speed taken into account.
+- ``llmd_precise``, ``llmd_approx``, ``sglang_cache_aware``, ``dynamo_kv``: the production
+  cache-aware routers (llm-d precise / approximate prefix scorers, SGLang's cache-aware router,
+  NVIDIA Dynamo's KV router) with their published defaults, reading the published cache view or
+  their own index (:mod:`inferencegym.sim.cache_routers`).
+- ``prefix_oracle`` (privileged): the simulator's hindsight prefix router
+  (:mod:`inferencegym.sim.oracle_router`): places prefix groups knowing all future arrivals and
+  dispatches on true outstanding work and the current caches.
 - ``clairvoyant_work``: the simulator's clairvoyant router: least outstanding work in tokens
   (remaining prefill + remaining decode, true output lengths).
 - ``clairvoyant``: the upper reference (:class:`EarliestFirstTokenRouter`, written here because the
@@ -40,13 +47,17 @@ from inferencegym.sim.estimates import decode_iteration_s, first_token_iteration
 from inferencegym.sim.router import make_router
 from inferencegym.tasks.episode_workload import mean_output_tokens
 
+PRODUCTION_ROUTERS: tuple[str, ...] = ("llmd_precise", "llmd_approx", "sglang_cache_aware", "dynamo_kv")
+"""The production cache-aware routers of ``inferencegym.sim.cache_routers`` (published defaults)."""
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
-                                    "clairvoyant", "clairvoyant_work")
+                                    *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
+                                    "prefix_oracle")
 REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random")
-PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work")
-"""Routers that read the true output lengths (no observation carries them): references only,
-never served to an agent (``inferencegym.policies.is_privileged``)."""
+PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle")
+"""Routers that read what no observation carries (true output lengths; ``prefix_oracle`` also the
+future arrivals and the replicas' current caches): references only, never served to an agent
+(``inferencegym.policies.is_privileged``)."""
 
 
 def _allowed(obs: dict) -> list[int]:

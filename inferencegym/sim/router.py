@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .cache_routers import CACHE_ROUTERS
+from .oracle_router import PrefixOracleRouter
 from .router_base import _Rotating
 
 if TYPE_CHECKING:
@@ -123,7 +124,8 @@ class ExternalRouter:
 ROUTERS: dict[str, type] = {
     cls.name: cls
     for cls in (RoundRobinRouter, RandomRouter, LeastOutstandingRouter, LeastKVLoadRouter,
-                PowerOfTwoRouter, ClairvoyantRouter, ExternalRouter, *CACHE_ROUTERS)
+                PowerOfTwoRouter, ClairvoyantRouter, ExternalRouter, *CACHE_ROUTERS,
+                PrefixOracleRouter)
 }
 
 

@@ -6,15 +6,15 @@ order is the order of ``list_tasks()`` and of the environment server's task indi
 
 from __future__ import annotations
 
-from inferencegym.tasks.spec import (DEFAULT_KNOBS, ClusterOptions, GraderSpec, ReplicaKnobs, TaskSpec,
-                                     TenantSLO, WorkloadSpec, get_task, list_tasks, register_task,
-                                     task_ids)
+from inferencegym.tasks.spec import (DEFAULT_KNOBS, ClusterOptions, GraderSpec, PrefixSharingSpec,
+                                     ReplicaKnobs, TaskSpec, TenantSLO, WorkloadSpec, get_task, list_tasks,
+                                     register_task, task_ids)
 from inferencegym.tasks import single as _single  # noqa: I001,F401  registers the single-agent tasks (first)
 from inferencegym.tasks import cluster as _cluster  # noqa: I001,F401  registers the cluster tasks (second)
 from inferencegym.tasks.cluster import CLUSTER_TASK_IDS, cluster_task, replica_capacity_rps
 from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
 
 __all__ = ["TaskSpec", "TenantSLO", "WorkloadSpec", "GraderSpec", "ReplicaKnobs", "ClusterOptions",
-           "DEFAULT_KNOBS", "get_task", "list_tasks", "register_task", "task_ids", "cluster_task",
+           "PrefixSharingSpec", "DEFAULT_KNOBS", "get_task", "list_tasks", "register_task", "task_ids", "cluster_task",
            "replica_capacity_rps", "CLUSTER_TASK_IDS", "EpisodeLog", "WindowRecord", "GradeResult",
            "grade"]

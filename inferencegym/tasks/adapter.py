@@ -15,6 +15,7 @@ import numpy as np
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.tasks.episode_workload import EpisodeWorkload, generate_episode_workload
 from inferencegym.tasks.spec import ReplicaKnobs, TaskSpec
+from inferencegym.workload.hashchain import sim_block_hashes
 
 __all__ = ["tenant_specs", "replica_hardware", "replica_configs", "cluster_config", "make_cluster",
            "requests_from_workload", "build_requests"]
@@ -64,14 +65,24 @@ def make_cluster(task: TaskSpec, rng: np.random.Generator, *, router: str | None
 
 
 def requests_from_workload(w: EpisodeWorkload, lo: int = 0, hi: int | None = None, *,
-                           first_id: int = 0, until_s: float = math.inf) -> list[Request]:
-    """Requests ``lo:hi`` of an episode workload (ids from ``first_id``), those arriving by ``until_s``."""
+                           first_id: int = 0, until_s: float = math.inf,
+                           block_tokens: int = 16) -> list[Request]:
+    """Requests ``lo:hi`` of an episode workload (ids from ``first_id``), those arriving by ``until_s``;
+    a prefix-sharing workload's hash chains become ``block_hashes`` for ``block_tokens``-token KV
+    blocks (:func:`inferencegym.workload.sim_block_hashes`)."""
     hi = len(w.arrival_s) if hi is None else hi
     a, p, o, ten, pr = (w.arrival_s[lo:hi].tolist(), w.prompt_tokens[lo:hi].tolist(),
                         w.output_tokens[lo:hi].tolist(), w.tenant[lo:hi].tolist(),
                         w.priority[lo:hi].tolist())
+    if w.hash_ids is None:
+        return [Request(req_id=first_id + i, arrival_s=a[i], prompt_tokens=p[i], output_tokens=o[i],
+                        tenant=ten[i], priority=pr[i]) for i in range(len(a)) if a[i] <= until_s]
+    chains = w.hash_ids[lo:hi]
     return [Request(req_id=first_id + i, arrival_s=a[i], prompt_tokens=p[i], output_tokens=o[i],
-                    tenant=ten[i], priority=pr[i]) for i in range(len(a)) if a[i] <= until_s]
+                    tenant=ten[i], priority=pr[i],
+                    block_hashes=sim_block_hashes(chains[i], p[i], trace_block_tokens=w.hash_block_tokens,
+                                                  sim_block_tokens=block_tokens))
+            for i in range(len(a)) if a[i] <= until_s]
 
 
 def build_requests(task: TaskSpec, duration_s: float, rng: np.random.Generator) -> list[Request]:

@@ -17,13 +17,17 @@ def measure_capacity_rps(spec: TaskSpec, gpu: str, tensor_parallel: int, *, seed
     One replica with the task's initial knobs is fed the task's request lengths as a Poisson stream
     at ``overload_rps`` (several times its capacity, so its queue never empties) for ``duration_s``;
     capacity = requests completed per second after the first quarter (warm-up). Used to produce the
-    ``capacity_rps`` constants (``benchmarks/cluster_capacity.py``).
+    ``capacity_rps`` constants (``benchmarks/cluster_capacity.py``). Prefix-sharing workloads run
+    with prefix caching on (the simulator's default): all their prefixes meet on the one replica,
+    in its one cache.
     """
     one = dataclasses.replace(spec, replicas=1, cluster=dataclasses.replace(
         spec.cluster, replica_hardware=((gpu, tensor_parallel),)))
     rng = np.random.default_rng(seed)
     # Overload: a long Poisson stream at a high rate; capacity = completions per second while busy.
-    w = dataclasses.replace(one.workload, process="poisson", rate_rps=overload_rps,
+    # A prefix-sharing workload keeps its sessions (and so its cache hits) at the overload rate.
+    process = "prefix" if one.workload.process == "prefix" else "poisson"
+    w = dataclasses.replace(one.workload, process=process, rate_rps=overload_rps,
                             mega_prompt_rate_per_s=0.0)
     reqs = build_requests(dataclasses.replace(one, workload=w), duration_s, rng)
     cluster = make_cluster(one, rng, router="round_robin")

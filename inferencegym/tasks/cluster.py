@@ -27,6 +27,14 @@ Tasks (``replicas`` is the default size; any 2..64 works through :func:`cluster_
 ``cluster_bursty_multitenant``
     Markov-modulated on/off bursts, unannounced mega-prompts and two tenants (an interactive priority
     tenant with a tight TTFT SLO, and a best-effort batch tenant).
+``cluster_prefix_sharing``
+    60 shared ~3k-token system prompts (tenants) with Zipf(1.1) popularity, short messages and
+    outputs, at 90 % of capacity: pinning the hot prompt to one replica (what prefix-first routers
+    do) overloads it; load-only routing prefills it everywhere. Capacity measured with prefix
+    caching on.
+``cluster_multiturn``
+    Multi-turn conversations (each turn = previous context + output + a new message) over 30 shared
+    system prompts; sessions end at the 4k context.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import dataclasses
 from inferencegym.tasks.spec import (
     ClusterOptions,
     GraderSpec,
+    PrefixSharingSpec,
     ReplicaKnobs,
     TaskSpec,
     TenantSLO,
@@ -162,5 +171,54 @@ register_task(_with_rates(TaskSpec(
                            load_fraction=0.75, burst_ratio=3.0),
     **_COMMON)))
 
+# Prefix-sharing tasks: the replicas cache prompt prefixes (vLLM automatic prefix caching, on by
+# default in the simulator), every request carries its prompt's hash chain, and the router sees
+# the published cache state (three more columns, see envs/cluster_spaces.PREFIX_FEATURES).
+register_task(_with_rates(TaskSpec(
+    task_id="cluster_prefix_sharing",
+    description="60 tenants' ~3k-token system prompts with Zipf(1.1) popularity on 4 Llama-2-7B/A100 "
+                "replicas at 90% of capacity: a hot prompt pinned to one replica overloads it, spread "
+                "everywhere it is prefilled over and over; locality and balance conflict.",
+    difficulty="hard",
+    gpu="a100-80gb", replicas=4, router="external",
+    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.2),),
+    workload=WorkloadSpec(process="prefix", max_prompt_tokens=8192, max_output_tokens=1024,
+                          prefix=PrefixSharingSpec(preset="mooncake_shared_prefix", num_prefixes=60,
+                                                   zipf_s=1.1, unique_share=0.05,
+                                                   prefix_tokens=(3000.0, 0.3),
+                                                   message_tokens=(150.0, 0.8),
+                                                   output_tokens=(100.0, 0.8))),
+    grader=_GRADER,
+    ref_batch=64.0,
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.5,),
+                           load_fraction=0.9),
+    **_COMMON)))
+
+register_task(_with_rates(TaskSpec(
+    task_id="cluster_multiturn",
+    description="Conversations on 4 Llama-2-7B/A100 replicas (each turn's prompt = the whole previous "
+                "context + a new message, ~8 s think time, sessions end at the 4k context) and 30 "
+                "shared system prompts: keeping a conversation where its context is cached against "
+                "balancing the load.",
+    difficulty="hard",
+    gpu="a100-80gb", replicas=4, router="external",
+    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.2),),
+    workload=WorkloadSpec(process="prefix", max_prompt_tokens=4096, max_output_tokens=1024,
+                          prefix=PrefixSharingSpec(preset="mooncake_multiturn", num_prefixes=30,
+                                                   zipf_s=0.8, unique_share=0.3,
+                                                   prefix_tokens=(1200.0, 0.4),
+                                                   message_tokens=(120.0, 0.8),
+                                                   unique_prompt_tokens=(800.0, 0.8),
+                                                   output_tokens=(180.0, 0.7), turns=(5.0, 0.5),
+                                                   think_time_s=(8.0, 0.5))),
+    grader=_GRADER,
+    ref_batch=64.0,
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
+                           load_fraction=0.9),
+    **_COMMON)))
+
 CLUSTER_TASK_IDS: tuple[str, ...] = ("cluster_routing", "cluster_heterogeneous",
-                                     "cluster_bursty_multitenant")
+                                     "cluster_bursty_multitenant", "cluster_prefix_sharing",
+                                     "cluster_multiturn")
+PREFIX_TASK_IDS: tuple[str, ...] = ("cluster_prefix_sharing", "cluster_multiturn")
+"""Cluster tasks whose requests share prompt prefixes (their router observation has the prefix columns)."""

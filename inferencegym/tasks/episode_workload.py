@@ -13,6 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferencegym.tasks.prefix_workload import (
+    HASH_BLOCK_TOKENS,
+    generate_prefix_episode,
+    mean_output_tokens_prefix,
+)
 from inferencegym.tasks.spec import TaskSpec, WorkloadSpec
 
 # Lognormal stand-ins for the Azure 2023 traces: (prompt median, prompt sigma, output median,
@@ -28,6 +33,8 @@ def mean_output_tokens(spec) -> float:
     not included). A router may know this: it is a property of the workload, not of one request."""
     import math
 
+    if spec.process == "prefix":
+        return min(mean_output_tokens_prefix(spec), float(spec.max_output_tokens))
     if spec.length_fit == "lognormal":
         om, osig = spec.output_median_tokens, spec.output_sigma
     elif spec.length_fit in _LOGNORMAL_FITS:
@@ -42,6 +49,7 @@ PHASE_NAMES: dict[str, tuple[str, ...]] = {
     "poisson": ("steady",),
     "onoff": ("off", "on"),
     "sinusoidal": ("low", "high", "low+mega", "high+mega"),
+    "prefix": ("steady",),
 }
 
 
@@ -66,6 +74,10 @@ class EpisodeWorkload:
     phase: np.ndarray
     """int64 (episode_windows,) hidden phase code per window (names in ``phase_names``)."""
     phase_names: tuple[str, ...]
+    hash_ids: tuple[np.ndarray, ...] | None = None
+    """Per request, the hash ids of its prompt's blocks (``process="prefix"``; None otherwise)."""
+    hash_block_tokens: int = HASH_BLOCK_TOKENS
+    """Tokens per hash id."""
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -109,7 +121,10 @@ def generate_episode_workload(task: TaskSpec, rng: np.random.Generator) -> Episo
     tenants: list[np.ndarray] = []
     phase = np.zeros(W, dtype=np.int64)
 
-    if spec.process == "poisson":
+    chains = None
+    if spec.process == "prefix":
+        arrival, prompt, output, tenant, chains = generate_prefix_episode(task, rng)
+    elif spec.process == "poisson":
         for i, share in enumerate(spec.tenant_shares):
             t = _poisson_times(spec.rate_rps * share, 0.0, T, rng)
             times.append(t)
@@ -161,9 +176,10 @@ def generate_episode_workload(task: TaskSpec, rng: np.random.Generator) -> Episo
     else:
         raise ValueError(f"unknown arrival process {spec.process!r}; valid: poisson, onoff, sinusoidal")
 
-    arrival = np.concatenate(times) if times else np.empty(0)
-    tenant = np.concatenate(tenants) if tenants else np.empty(0, dtype=np.int64)
-    prompt, output = _lengths(spec, arrival.shape[0], rng)
+    if chains is None:
+        arrival = np.concatenate(times) if times else np.empty(0)
+        tenant = np.concatenate(tenants) if tenants else np.empty(0, dtype=np.int64)
+        prompt, output = _lengths(spec, arrival.shape[0], rng)
     mega = np.zeros(arrival.shape[0], dtype=bool)
     if spec.mega_prompt_rate_per_s > 0 and spec.mega_prompt_tokens > 0:
         tm = _poisson_times(spec.mega_prompt_rate_per_s, 0.0, T, rng)
@@ -174,6 +190,8 @@ def generate_episode_workload(task: TaskSpec, rng: np.random.Generator) -> Episo
         prompt = np.concatenate([prompt, np.full(tm.shape, spec.mega_prompt_tokens, dtype=np.int64)])
         output = np.concatenate([output, np.full(tm.shape, spec.mega_prompt_output_tokens, dtype=np.int64)])
         mega = np.concatenate([mega, np.ones(tm.shape, dtype=bool)])
+        if chains is not None:
+            chains = chains + tuple(np.zeros(0, np.int64) for _ in range(tm.shape[0]))
         w_of = np.minimum((tm // task.window_s).astype(np.int64), W - 1)
         mega_w = np.zeros(W, dtype=bool)
         mega_w[w_of] = True
@@ -182,6 +200,8 @@ def generate_episode_workload(task: TaskSpec, rng: np.random.Generator) -> Episo
     order = np.argsort(arrival, kind="stable")
     arrival, tenant, prompt, output, mega = (arrival[order], tenant[order], prompt[order],
                                              output[order], mega[order])
+    if chains is not None:
+        chains = tuple(chains[k] for k in order.tolist())
     prio_of = np.array([t.priority for t in task.tenants], dtype=np.int64)
     edges = np.arange(W + 1) * task.window_s
     idx = np.searchsorted(arrival, edges, side="left").astype(np.int64)
@@ -189,4 +209,4 @@ def generate_episode_workload(task: TaskSpec, rng: np.random.Generator) -> Episo
     return EpisodeWorkload(arrival_s=arrival, prompt_tokens=prompt, output_tokens=output,
                            tenant=tenant, priority=prio_of[tenant] if tenant.size else tenant.copy(),
                            mega=mega, window_start_idx=idx, phase=phase,
-                           phase_names=PHASE_NAMES[spec.process])
+                           phase_names=PHASE_NAMES[spec.process], hash_ids=chains)

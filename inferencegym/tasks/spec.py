@@ -14,6 +14,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from inferencegym.tasks.prefix_spec import PREFIX_PRESETS, PrefixSharingSpec
+
+__all__ = ["TenantSLO", "WorkloadSpec", "PrefixSharingSpec", "PREFIX_PRESETS", "GraderSpec",
+           "ReplicaKnobs", "DEFAULT_KNOBS", "ClusterOptions", "TaskSpec", "register_task",
+           "list_tasks", "task_ids", "get_task"]
+
 
 @dataclass(frozen=True, kw_only=True)
 class TenantSLO:
@@ -48,9 +54,12 @@ class WorkloadSpec:
     - ``"sinusoidal"``: Poisson with rate ``rate_rps * (1 + amplitude * sin(2 pi t / period_s + phi))``
       (phi drawn per episode) plus unannounced mega-prompts; the hidden phase is (high/low load,
       mega-prompt in flight).
+    - ``"prefix"``: prefix-sharing sessions (``prefix``: shared system prompts, multi-turn
+      conversations, agent loops) at ``rate_rps`` requests per second; prompts and outputs come from
+      the session generator (``length_fit`` is not used), clipped at the maxima below.
     """
 
-    process: Literal["poisson", "onoff", "sinusoidal"] = "poisson"
+    process: Literal["poisson", "onoff", "sinusoidal", "prefix"] = "poisson"
     """Arrival process (see above)."""
     rate_rps: float = 2.0
     """Base arrival rate in requests per second (OFF rate for ``onoff``)."""
@@ -98,6 +107,14 @@ class WorkloadSpec:
     mega_prompt_when: Literal["always", "low"] = "always"
     """``always``: mega-prompts at a constant rate; ``low``: only while the sinusoidal load is in its
     low half (an adversary hiding in quiet periods)."""
+    prefix: PrefixSharingSpec | None = None
+    """The session generator of ``process="prefix"`` (required there, unused otherwise)."""
+
+    def __post_init__(self) -> None:
+        if (self.process == "prefix") != (self.prefix is not None):
+            raise ValueError(f"WorkloadSpec: process='prefix' needs prefix=PrefixSharingSpec(...) and "
+                             f"other processes take none; got process={self.process!r}, "
+                             f"prefix={self.prefix!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
