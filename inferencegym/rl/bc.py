@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from inferencegym.envs.actions import ServeAction, action_to_flat
-from inferencegym.policies import get_policy
+from inferencegym.policies import get_policy, is_privileged
 from inferencegym.policies.routers import get_cluster_policy
 from inferencegym.rl.env_creators import make_cluster_env, make_single_env
 from inferencegym.rl.modules import module_class
@@ -189,8 +189,9 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     env_config = {"task_id": cfg.task_id, **cfg.env_config}
     if cfg.env == "single":
         baseline = get_policy(b.baseline, cfg.task_id)
-
-        e = make_single_env(env_config)
+        # a privileged teacher (clairvoyant) reads info['oracle/*'], which the env only adds when
+        # asked; the student's observations are the same either way (the oracle is only in info)
+        e = make_single_env({**env_config, "privileged": True} if is_privileged(baseline) else env_config)
         obs, acts, rews, ends = collect_single(e, lambda o, i: baseline.act(o, i), episodes=b.episodes, seed=b.seed,
                                    encode=lambda a: action_to_flat(ServeAction.from_any(a)))
         mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space
