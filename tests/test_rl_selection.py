@@ -50,3 +50,18 @@ def test_ties_go_to_the_more_trained_candidate(trial):
     s = sel.select_policy("cluster_routing", last_checkpoint=tmp / "trial" / "checkpoint_000012",
                           warm_start_dir=None, episodes=1)
     assert s.selected == "checkpoint_000012"
+
+
+def test_selection_summary_reports_warm_start_final_and_selected(trial):
+    tmp, scores, _ = trial
+    scores.update(router_pol=0.70, checkpoint_000005=0.75, checkpoint_000010=0.81, checkpoint_000012=0.64)
+    out = sel.select_policy("cluster_routing", last_checkpoint=tmp / "trial" / "checkpoint_000012",
+                            warm_start_dir=tmp / "bc" / "router_pol", episodes=2)
+    assert out.selected_path == str(tmp / "trial" / "checkpoint_000010")
+    assert out.summary() == {"validation/warm_start_score": 0.70, "validation/final_score": 0.64,
+                             "validation/selected_score": 0.81, "validation/selected_is_warm_start": 0.0}
+    scores.update(router_pol=0.90)
+    again = sel.select_policy("cluster_routing", last_checkpoint=tmp / "trial" / "checkpoint_000012",
+                              warm_start_dir=tmp / "bc" / "router_pol", episodes=2)
+    assert again.selected_path == str(tmp / "bc" / "router_pol")
+    assert again.summary()["validation/selected_is_warm_start"] == 1.0

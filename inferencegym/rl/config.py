@@ -246,6 +246,11 @@ class EvaluationSettings(_Strict):
     episodes: int = Field(default=20, ge=1)
     seed: int = Field(default=1000, description="held-out seeds seed, seed+1, ...")
     baselines: list[str] = Field(default_factory=list)
+    val_episodes: int = Field(default=3, ge=0, description="validation episodes per candidate when "
+                              "`inferencegym train` picks the returned policy among the warm start and "
+                              "the kept checkpoints (0: the last checkpoint, no selection)")
+    val_seed: int = Field(default=500, description="first validation seed (disjoint from the held-out "
+                          "seeds and the BC seeds)")
 
 
 class TrainConfig(_Strict):
