@@ -65,3 +65,14 @@ def test_selection_summary_reports_warm_start_final_and_selected(trial):
                               warm_start_dir=tmp / "bc" / "router_pol", episodes=2)
     assert again.selected_path == str(tmp / "bc" / "router_pol")
     assert again.summary()["validation/selected_is_warm_start"] == 1.0
+
+
+def test_the_exported_policy_is_the_selected_one():
+    from inferencegym.rl.pipeline import selected_export
+
+    rec = {"module_dir": "/r/trial/checkpoint_000012/learner_group/learner/rl_module"}
+    assert selected_export(rec) == (rec["module_dir"], {})
+    rec["selection"] = {"selected": "checkpoint_000010", "selected_path": "/r/trial/checkpoint_000010"}
+    assert selected_export(rec) == ("/r/trial/checkpoint_000010/learner_group/learner/rl_module", {})
+    rec["selection"] = {"selected": sel.WARM_START, "selected_path": "/r/exp_bc/router_pol"}
+    assert selected_export(rec) == (rec["module_dir"], {"router_pol": "/r/exp_bc/router_pol"})

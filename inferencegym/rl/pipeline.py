@@ -15,13 +15,17 @@ from inferencegym.rl.train import TrainOutcome, run_training
 from inferencegym.tracking import log_evaluation_run
 
 
-def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | Path, extra: dict | None = None) -> Path:
-    """Export the trained modules of a checkpoint in the pickle-free pretrained format."""
+def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | Path, extra: dict | None = None,
+                      replace: dict[str, str] | None = None) -> Path:
+    """Export the trained modules of a checkpoint in the pickle-free pretrained format;
+    ``replace``: module id -> a single saved module to export instead (the selected warm start)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     loaded = RLModule.from_checkpoint(str(module_dir))
     modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {"default_policy": loaded}
+    for mid, path in (replace or {}).items():
+        modules[mid] = RLModule.from_checkpoint(str(path))
     out = Path(out_dir)
     if out.exists():
         import shutil
@@ -54,6 +58,18 @@ def select_after_training(cfg: TrainConfig, out: TrainOutcome, *, episodes: int,
             client.log_metric(out.mlflow_run_id, k, v)
         client.set_tag(out.mlflow_run_id, "selected_candidate", selection.selected)
     return selection
+
+
+def selected_export(record: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """(checkpoint module dir, module replacements) that export the policy a run returned: the
+    selected Tune checkpoint, or the last checkpoint's modules with the warm start swapped in."""
+    sel = record.get("selection")
+    if not sel:
+        return record["module_dir"], {}
+    if sel["selected"] == WARM_START:
+        path = Path(sel["selected_path"])
+        return record["module_dir"], {path.name: str(path)}
+    return str(Path(sel["selected_path"]) / "learner_group" / "learner" / "rl_module"), {}
 
 
 def progress_csv(checkpoint: str | None) -> str | None:
