@@ -186,7 +186,7 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
         raise ValueError("BC warm start needs the real InferenceGym envs (env override given)")
     out = Path(out_dir)
     b = cfg.bc
-    env_config = {"task_id": cfg.task_id, **cfg.env_config}
+    env_config = cfg.full_env_config()
     if cfg.env == "single":
         baseline = get_policy(b.baseline, cfg.task_id)
         # a privileged teacher (clairvoyant) reads info['oracle/*'], which the env only adds when

@@ -298,6 +298,9 @@ class TrainConfig(_Strict):
                 bad = sorted(set(self.trainable) - set(self.modules))
                 if bad or not self.trainable:
                     raise ValueError(f"trainable must list modules from {sorted(self.modules)}; got {self.trainable}")
+        if self.env == "cluster" and any(m.model_config_.get("history_windows") for m in self.modules.values()):
+            raise ValueError("model_config.history_windows is for env: single (the router sees a load trend "
+                             "feature of its own)")
         if self.env == "single" and self.trainable not in (None, ["default_policy"]):
             raise ValueError("trainable is only for env: cluster")
         if self.fine_tune.entropy_knob_scale and self.env != "single":
@@ -319,6 +322,17 @@ class TrainConfig(_Strict):
             raise ValueError(f"agent {agent_id!r} matches no policy_mapping entry; "
                              f"entries: {sorted(self.policy_mapping)}")
         return best[1]
+
+    def full_env_config(self) -> dict[str, Any]:
+        """``task_id`` + ``env_config`` + the single-agent module's history settings
+        (``model_config.history_windows`` > 0 wraps the env in ``envs.history.HistoryObservation``)."""
+        out = {"task_id": self.task_id, **self.env_config}
+        if self.env == "single":
+            mc = self.modules["default_policy"].model_config_
+            if int(mc.get("history_windows", 0) or 0) > 0:
+                out["history_windows"] = int(mc["history_windows"])
+                out["history_ema_weight"] = float(mc.get("history_ema_weight", 0.3))
+        return out
 
     def trained_modules(self) -> list[str]:
         if self.env == "single":

@@ -87,7 +87,7 @@ def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
     if env is None:
         register_envs()
         env = ENV_NAMES[cfg.env]
-    env_config = {"task_id": cfg.task_id, **cfg.env_config}
+    env_config = cfg.full_env_config()
     if cfg.safety.enabled and cfg.safety.terminate:
         env_config["safety"] = cfg.safety.model_dump()
     p, r = cfg.ppo, cfg.resources
