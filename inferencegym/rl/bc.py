@@ -204,6 +204,9 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
                                                 seed=b.seed)
         obs_space, act_space = e.observation_spaces["router"], e.action_spaces["router"]
     m = cfg.modules[mid]
+    import torch
+
+    torch.manual_seed(cfg.seed)  # the module's initial weights: one seed, one warm start
     module = RLModuleSpec(module_class=module_class(m.type), observation_space=obs_space,
                           action_space=act_space, model_config=dict(m.model_config_)).build()
     returns = discounted_returns(rews, ends, cfg.ppo.gamma) if b.value_warmup else None
