@@ -33,7 +33,10 @@ def main() -> None:
     ap.add_argument("--baselines", default=None, help="comma-separated (default per task kind)")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="config override a.b=v")
     ap.add_argument("--tag", default="", help="suffix of the record / experiment name (ablations)")
-    ap.add_argument("--export-pretrained", action="store_true")
+    ap.add_argument("--val-episodes", type=int, default=None,
+                    help="validation episodes per candidate when selecting the returned policy among the "
+                         "warm start and the kept checkpoints (default: the config's evaluation.val_episodes; 0: last)")
+    ap.add_argument("--export-pretrained", action="store_true", help="export the returned (selected) policy")
     ap.add_argument("--resume", action="store_true",
                     help="continue the interrupted experiment of the same name (Tuner.restore; same options)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars (logs to a file)")
@@ -42,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from inferencegym.rl.config import load_config
-    from inferencegym.rl.pipeline import export_pretrained, log_comparison, train_and_compare
+    from inferencegym.rl.pipeline import export_pretrained, log_comparison, selected_export, train_and_compare
     from inferencegym.rl.report import load_records, write_report
 
     command = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_ppo.py " + shlex.join(sys.argv[1:])
@@ -57,9 +60,12 @@ def main() -> None:
         record = train_and_compare(cfg, config_path=str(path.relative_to(REPO)), episodes=args.episodes,
                                    seed=args.seed, baselines=args.baselines.split(",") if args.baselines else None,
                                    command=command, record_path=rec_path, progress=not args.no_progress,
-                                   resume=args.resume)
+                                   resume=args.resume, val_episodes=(cfg.evaluation.val_episodes
+                                                                     if args.val_episodes is None else args.val_episodes),
+                                   val_seed=cfg.evaluation.val_seed)
         if args.export_pretrained and not suffix:
-            export_pretrained(record["module_dir"], cfg, REPO / "inferencegym" / "data" / "pretrained" / task,
+            module_dir, replace = selected_export(record)
+            export_pretrained(module_dir, cfg, REPO / "inferencegym" / "data" / "pretrained" / task, replace=replace,
                               extra={"train": {k: record["train"][k] for k in ("env_steps", "train_time_s", "seed")},
                                      "command": command})
         files = write_report(load_records(args.out), args.report)

@@ -53,7 +53,7 @@ def test_training_survives_an_env_that_raises_mid_episode(ray_session, tmp_path)
     sets = ["ppo.train_batch_size_per_learner=128", "ppo.minibatch_size=64", "ppo.num_epochs=1",
             "resources.num_env_runners=0", "resources.num_envs_per_env_runner=1",
             "checkpoint.frequency=0", "mlflow.enabled=true", "mlflow.save_artifact=false",
-            "bc.enabled=false", "curriculum.enabled=false",
+            "bc.enabled=false", "curriculum.enabled=false", "fine_tune.entropy_knob_scale={}",
             f"env_config={{marker: '{marker}', fail_at_step: 7, horizon: 20}}"]
     cfg = load_config(REPO / "rllib_configs" / "bursty_workload.yaml").with_overrides(iterations=2, sets=sets)
     out = run_training(cfg, storage_path=tmp_path / "results", progress=False, env=FailOnceEnv,

@@ -80,7 +80,7 @@ def test_ray_job_submit_one_iteration(tmp_path):
                "--runtime-env-json", json.dumps(runtime_env), "--",
                "python", "-m", "inferencegym.train", "--config", "rllib_configs/cluster_routing.yaml",
                "--iterations", "1", "--name", "job_smoke", "--storage", str(tmp_path / "results"),
-               "--no-progress",
+               "--no-progress", "--val-episodes", "1",
                "--set", "ppo.train_batch_size_per_learner=128", "--set", "ppo.minibatch_size=64",
                "--set", "ppo.num_epochs=1", "--set", "resources.num_env_runners=0",
                "--set", "resources.num_envs_per_env_runner=1", "--set", "checkpoint.frequency=0",
@@ -97,6 +97,9 @@ def test_ray_job_submit_one_iteration(tmp_path):
         assert len(runs) == 1 and runs[0].info.status == "FINISHED"
         assert runs[0].data.tags["task"] == "cluster_routing"
         assert "training_iteration" in runs[0].data.metrics
+        # checkpoint selection on a validation seed: the run records the returned candidate's grade
+        assert 0.0 <= runs[0].data.metrics["validation/selected_score"] <= 1.0
+        assert runs[0].data.tags["selected_candidate"].startswith("checkpoint_")
     finally:
         if head.poll() is None:
             os.killpg(head.pid, signal.SIGTERM)  # --block: ray stops the processes it started

@@ -50,3 +50,29 @@ def test_ties_go_to_the_more_trained_candidate(trial):
     s = sel.select_policy("cluster_routing", last_checkpoint=tmp / "trial" / "checkpoint_000012",
                           warm_start_dir=None, episodes=1)
     assert s.selected == "checkpoint_000012"
+
+
+def test_selection_summary_reports_warm_start_final_and_selected(trial):
+    tmp, scores, _ = trial
+    scores.update(router_pol=0.70, checkpoint_000005=0.75, checkpoint_000010=0.81, checkpoint_000012=0.64)
+    out = sel.select_policy("cluster_routing", last_checkpoint=tmp / "trial" / "checkpoint_000012",
+                            warm_start_dir=tmp / "bc" / "router_pol", episodes=2)
+    assert out.selected_path == str(tmp / "trial" / "checkpoint_000010")
+    assert out.summary() == {"validation/warm_start_score": 0.70, "validation/final_score": 0.64,
+                             "validation/selected_score": 0.81, "validation/selected_is_warm_start": 0.0}
+    scores.update(router_pol=0.90)
+    again = sel.select_policy("cluster_routing", last_checkpoint=tmp / "trial" / "checkpoint_000012",
+                              warm_start_dir=tmp / "bc" / "router_pol", episodes=2)
+    assert again.selected_path == str(tmp / "bc" / "router_pol")
+    assert again.summary()["validation/selected_is_warm_start"] == 1.0
+
+
+def test_the_exported_policy_is_the_selected_one():
+    from inferencegym.rl.pipeline import selected_export
+
+    rec = {"module_dir": "/r/trial/checkpoint_000012/learner_group/learner/rl_module"}
+    assert selected_export(rec) == (rec["module_dir"], {})
+    rec["selection"] = {"selected": "checkpoint_000010", "selected_path": "/r/trial/checkpoint_000010"}
+    assert selected_export(rec) == ("/r/trial/checkpoint_000010/learner_group/learner/rl_module", {})
+    rec["selection"] = {"selected": sel.WARM_START, "selected_path": "/r/exp_bc/router_pol"}
+    assert selected_export(rec) == (rec["module_dir"], {"router_pol": "/r/exp_bc/router_pol"})

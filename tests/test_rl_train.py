@@ -61,7 +61,8 @@ def _train_once(cfg, env=None):
 
 
 def test_ppo_one_iteration_toy_single(ray_session):
-    cfg = tiny("bursty_workload.yaml", **{"curriculum.enabled": "false"})
+    cfg = tiny("bursty_workload.yaml", **{"curriculum.enabled": "false",
+                                         "fine_tune.entropy_knob_scale": "{}"})  # toy: 2 action components
     result, algo = _train_once(cfg, env=ToySingleEnv)
     try:
         learner = result["learners"]["default_policy"]
@@ -193,7 +194,8 @@ def test_bc_warm_start_on_real_env_feeds_ppo(ray_session, tmp_path, config):
     from inferencegym.rl.train import build_ppo_config
 
     cfg = tiny(config, **{"env_config": "{episode_windows: 4}", "bc.enabled": "true", "bc.episodes": "1",
-                          "bc.epochs": "2", "curriculum.enabled": "false"})
+                          "bc.epochs": "2", "curriculum.enabled": "false", "fine_tune.teacher_kl_coeff": "0.7",
+                          "fine_tune.actor_warmup_steps": "64"})
     paths = warm_start(cfg, out_dir=tmp_path / "bc")
     mid = next(iter(paths))
     losses = [float(x) for x in (tmp_path / "bc" / "bc_losses.txt").read_text().split()]
@@ -204,5 +206,10 @@ def test_bc_warm_start_on_real_env_feeds_ppo(ray_session, tmp_path, config):
         learner_module = algo.get_module(mid)
         for (k, a), (_, b) in zip(sorted(bc_module.state_dict().items()), sorted(learner_module.state_dict().items())):
             torch.testing.assert_close(a, b, msg=k)
+        # conservative fine-tuning: the learner reports the KL to the frozen warm start
+        learned = algo.train()["learners"][mid]
+        assert np.isfinite(learned["teacher_kl"]) and learned["teacher_kl"] >= 0.0
+        assert learned["curr_teacher_kl_coeff"] == pytest.approx(0.7)
+        assert learned["actor_scale"] == 0.0  # first update: the actor is still in its warm-up
     finally:
         algo.stop()

@@ -22,12 +22,16 @@ def train_command(
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted experiment of the same name"),
     mlflow: bool = typer.Option(True, "--mlflow/--no-mlflow", help="log the run to MLflow"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+    val_episodes: Optional[int] = typer.Option(
+        None, "--val-episodes", min=0, help="validation episodes per candidate when picking the returned "
+        "policy among the warm start and the kept checkpoints (default: evaluation.val_episodes; 0: last checkpoint)"),
 ) -> None:
     """Train PPO on the config's task (one Tune trial); prints the checkpoint and the MLflow run."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     from rich.console import Console
 
+    from inferencegym.rl.pipeline import select_after_training  # lazy: imports Ray / torch (~5 s)
     from inferencegym.rl.train import (  # lazy: imports Ray / torch (~5 s); not at start-up
         run_training,
         summary_metrics,
@@ -53,9 +57,22 @@ def train_command(
     console.print(f"[bold green]done[/] in {out.wall_s:.1f} s: {summary_metrics(out.metrics)}")
     console.print(f"checkpoint: {out.checkpoint}")
     console.print(f"modules:    {out.module_dir}")
+    n_val = cfg.evaluation.val_episodes if val_episodes is None else val_episodes
+    selection = select_after_training(cfg, out, episodes=n_val, seed=cfg.evaluation.val_seed)
+    returned = out.checkpoint
+    if selection is not None:
+        returned = selection.selected_path
+        console.print(f"validation ({n_val} episodes from seed {cfg.evaluation.val_seed}, mean grade): "
+                      + ", ".join(f"{r['candidate']} {r['val_score_mean']:.3f}" for r in selection.table))
+        summ = selection.summary()
+        if "validation/warm_start_score" in summ:
+            console.print(f"warm start {summ['validation/warm_start_score']:.3f} | final checkpoint "
+                          f"{summ.get('validation/final_score', float('nan')):.3f} | returned "
+                          f"[bold]{selection.selected}[/] {summ['validation/selected_score']:.3f}")
+        console.print(f"returned:   {returned}")
     if out.mlflow_run_id:
         console.print(f"mlflow run: {out.mlflow_run_id} ({out.tracking_uri})")
-    console.print(f"evaluate:   inferencegym evaluate --policy checkpoint:{out.checkpoint} --task {cfg.task_id}")
+    console.print(f"evaluate:   inferencegym evaluate --policy checkpoint:{returned} --task {cfg.task_id}")
 
 
 def register(app: typer.Typer) -> None:

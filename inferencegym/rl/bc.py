@@ -186,10 +186,9 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
         raise ValueError("BC warm start needs the real InferenceGym envs (env override given)")
     out = Path(out_dir)
     b = cfg.bc
-    env_config = {"task_id": cfg.task_id, **cfg.env_config}
+    env_config = cfg.full_env_config()
     if cfg.env == "single":
         baseline = get_policy(b.baseline, cfg.task_id)
-
         # A privileged teacher (clairvoyant) reads info["oracle/*"]: only the collection env has it;
         # the student learns from observations, and the PPO envs are never privileged.
         e = make_single_env({**env_config, "privileged": is_privileged(baseline)})
@@ -205,6 +204,9 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
                                                 seed=b.seed)
         obs_space, act_space = e.observation_spaces["router"], e.action_spaces["router"]
     m = cfg.modules[mid]
+    import torch
+
+    torch.manual_seed(cfg.seed)  # the module's initial weights: one seed, one warm start
     module = RLModuleSpec(module_class=module_class(m.type), observation_space=obs_space,
                           action_space=act_space, model_config=dict(m.model_config_)).build()
     returns = discounted_returns(rews, ends, cfg.ppo.gamma) if b.value_warmup else None

@@ -16,6 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from inferencegym.envs.actions import FLAT_BUCKETS
+
 Schedule = float | list[tuple[int, float]]
 
 
@@ -175,6 +177,52 @@ class BCSettings(_Strict):
                                "policy's worth; without it PPO's first updates undo the cloning)")
 
 
+class FineTuneSettings(_Strict):
+    """Conservative fine-tuning of the warm start (:mod:`inferencegym.rl.learner`): PPO's loss plus a
+    KL to the frozen warm start that fades out, an actor warm-up while the critic learns at full
+    weight, and per-knob entropy scales. All off by default (plain PPO)."""
+
+    teacher_kl_coeff: Schedule = Field(
+        default=0.0, description="weight of KL(warm start || policy) on the visited states, or "
+        "[[env_step, weight], ...] (e.g. [[0, 1.0], [100000, 0.0]] fades it out); applies to the "
+        "modules with a warm start (bc.enabled), inactive without one")
+    actor_warmup_steps: int = Field(
+        default=0, ge=0, description="env steps over which the actor's loss terms (surrogate, "
+        "entropy, KL to the sampling policy) ramp from 0 to full weight; the critic learns from step 0")
+    entropy_knob_scale: dict[str, float] = Field(
+        default_factory=dict, description="single-agent env: knob name (a key of "
+        "envs.actions.FLAT_BUCKETS) -> multiplier of the entropy coefficient for that knob; knobs "
+        "not named keep 1.0. Costly knobs (quantization_tier, kv_budget_fraction) below 1 are "
+        "explored less")
+
+    @field_validator("teacher_kl_coeff")
+    @classmethod
+    def _sched(cls, v: Schedule, info: Any) -> Schedule:
+        return _check_schedule(info.field_name, v)
+
+    @field_validator("entropy_knob_scale")
+    @classmethod
+    def _knobs(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = sorted(set(v) - set(FLAT_BUCKETS))
+        if bad:
+            raise ValueError(f"entropy_knob_scale names unknown knobs {bad}; valid: {list(FLAT_BUCKETS)}")
+        if any(x < 0 for x in v.values()):
+            raise ValueError(f"entropy_knob_scale multipliers must be >= 0; got {v}")
+        return v
+
+    @property
+    def uses_teacher(self) -> bool:
+        """Whether any point of the teacher-KL schedule is above 0."""
+        v = self.teacher_kl_coeff
+        return (v > 0) if isinstance(v, float) else any(w > 0 for _, w in v)
+
+    def knob_scale_vector(self) -> list[float] | None:
+        """Multipliers in ``FLAT_BUCKETS`` order, or None when no knob is scaled."""
+        if not self.entropy_knob_scale:
+            return None
+        return [float(self.entropy_knob_scale.get(k, 1.0)) for k in FLAT_BUCKETS]
+
+
 class StopSettings(_Strict):
     """When the Tune trial stops (first reached)."""
 
@@ -198,6 +246,11 @@ class EvaluationSettings(_Strict):
     episodes: int = Field(default=20, ge=1)
     seed: int = Field(default=1000, description="held-out seeds seed, seed+1, ...")
     baselines: list[str] = Field(default_factory=list)
+    val_episodes: int = Field(default=3, ge=0, description="validation episodes per candidate when "
+                              "`inferencegym train` picks the returned policy among the warm start and "
+                              "the kept checkpoints (0: the last checkpoint, no selection)")
+    val_seed: int = Field(default=500, description="first validation seed (disjoint from the held-out "
+                          "seeds and the BC seeds)")
 
 
 class TrainConfig(_Strict):
@@ -220,6 +273,7 @@ class TrainConfig(_Strict):
     curriculum: CurriculumSettings = Field(default_factory=CurriculumSettings)
     safety: SafetySettings = Field(default_factory=SafetySettings)
     bc: BCSettings = Field(default_factory=BCSettings)
+    fine_tune: FineTuneSettings = Field(default_factory=FineTuneSettings)
     stop: StopSettings = Field(default_factory=StopSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     mlflow: MLflowSettings = Field(default_factory=MLflowSettings)
@@ -244,8 +298,13 @@ class TrainConfig(_Strict):
                 bad = sorted(set(self.trainable) - set(self.modules))
                 if bad or not self.trainable:
                     raise ValueError(f"trainable must list modules from {sorted(self.modules)}; got {self.trainable}")
+        if self.env == "cluster" and any(m.model_config_.get("history_windows") for m in self.modules.values()):
+            raise ValueError("model_config.history_windows is for env: single (the router sees a load trend "
+                             "feature of its own)")
         if self.env == "single" and self.trainable not in (None, ["default_policy"]):
             raise ValueError("trainable is only for env: cluster")
+        if self.fine_tune.entropy_knob_scale and self.env != "single":
+            raise ValueError("fine_tune.entropy_knob_scale is for env: single (the flat knob action)")
         if self.ppo.train_batch_size_per_learner < 2 * self.resources.num_envs_per_env_runner:
             raise ValueError("train_batch_size_per_learner is too small for the number of envs")
         return self
@@ -263,6 +322,17 @@ class TrainConfig(_Strict):
             raise ValueError(f"agent {agent_id!r} matches no policy_mapping entry; "
                              f"entries: {sorted(self.policy_mapping)}")
         return best[1]
+
+    def full_env_config(self) -> dict[str, Any]:
+        """``task_id`` + ``env_config`` + the single-agent module's history settings
+        (``model_config.history_windows`` > 0 wraps the env in ``envs.history.HistoryObservation``)."""
+        out = {"task_id": self.task_id, **self.env_config}
+        if self.env == "single":
+            mc = self.modules["default_policy"].model_config_
+            if int(mc.get("history_windows", 0) or 0) > 0:
+                out["history_windows"] = int(mc["history_windows"])
+                out["history_ema_weight"] = float(mc.get("history_ema_weight", 0.3))
+        return out
 
     def trained_modules(self) -> list[str]:
         if self.env == "single":

@@ -5,7 +5,8 @@
 - ``"inferencegym_cluster"``: ``inferencegym.envs.cluster_env.ClusterEnv(env_config)``.
 
 Both read ``task_id`` from ``env_config``; every other key of ``env_config`` except the ones below goes
-to the env constructor. Keys consumed here: ``safety`` (a dict of :class:`SafetySettings` fields).
+to the env constructor. Keys consumed here: ``safety`` (a dict of :class:`SafetySettings` fields),
+``history_windows`` / ``history_ema_weight`` (single-agent: :class:`~inferencegym.envs.history.HistoryObservation`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import gymnasium as gym
 import inferencegym.envs as envs
 import inferencegym.envs.actions as actions
 from inferencegym.envs.cluster_env import ClusterEnv
+from inferencegym.envs.history import HistoryObservation
 from inferencegym.rl.callbacks import safety_flags, task_ttft_slo_s
 from inferencegym.rl.config import SafetySettings
 
@@ -70,8 +72,12 @@ def _split_config(env_config: Any) -> tuple[str, dict[str, Any], SafetySettings 
 def make_single_env(env_config: Any) -> gym.Env:
     """The flat-action single-agent env for ``env_config['task_id']``."""
     task_id, kwargs, safety = _split_config(env_config)
+    windows = int(kwargs.pop("history_windows", 0) or 0)
+    ema_weight = float(kwargs.pop("history_ema_weight", 0.3))
     env = gym.make("InferenceGym/LLMServe-v0", task_id=task_id, **kwargs)
     env = flat_wrapper_class()(env)
+    if windows > 0:
+        env = HistoryObservation(env, windows, ema_weight)
     if safety is not None and safety.enabled and safety.terminate:
         env = SafetyWrapper(env, safety)
     return env

@@ -44,7 +44,11 @@ ROUTER_DEFAULTS: dict[str, Any] = {
     "num_attention_layers": 1,
     "hidden": 64,
 }
-MLP_DEFAULTS: dict[str, Any] = {"hidden": [64, 64], "mask_key": "action_mask"}
+MLP_DEFAULTS: dict[str, Any] = {"hidden": [64, 64], "mask_key": "action_mask",
+                                 # single-agent env: the observation carries the last K windows and
+                                 # their moving average (envs/history.py); recorded here so training
+                                 # (env wrapper) and inference (policy loader) stack the same way
+                                 "history_windows": 0, "history_ema_weight": 0.3}
 
 
 def _cfg(model_config: Any, defaults: dict[str, Any]) -> dict[str, Any]:

@@ -10,18 +10,22 @@ from typing import Any
 from inferencegym.rl.compare import compare, evaluate_one
 from inferencegym.rl.config import TrainConfig
 from inferencegym.rl.policy_loader import export_module, load_checkpoint
-from inferencegym.rl.selection import VALIDATION_SEED, WARM_START, select_policy
-from inferencegym.rl.train import run_training
+from inferencegym.rl.selection import VALIDATION_SEED, WARM_START, Selection, select_policy
+from inferencegym.rl.train import TrainOutcome, run_training
 from inferencegym.tracking import log_evaluation_run
 
 
-def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | Path, extra: dict | None = None) -> Path:
-    """Export the trained modules of a checkpoint in the pickle-free pretrained format."""
+def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | Path, extra: dict | None = None,
+                      replace: dict[str, str] | None = None) -> Path:
+    """Export the trained modules of a checkpoint in the pickle-free pretrained format;
+    ``replace``: module id -> a single saved module to export instead (the selected warm start)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     loaded = RLModule.from_checkpoint(str(module_dir))
     modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {"default_policy": loaded}
+    for mid, path in (replace or {}).items():
+        modules[mid] = RLModule.from_checkpoint(str(path))
     out = Path(out_dir)
     if out.exists():
         import shutil
@@ -34,6 +38,38 @@ def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | P
         export_module(m, out, module_type=spec.type, model_config=dict(spec.model_config_), module_id=mid,
                       task_id=cfg.task_id, kind=cfg.env, mapping=dict(cfg.policy_mapping), extra=extra)
     return out
+
+
+def select_after_training(cfg: TrainConfig, out: TrainOutcome, *, episodes: int,
+                          seed: int = VALIDATION_SEED) -> Selection | None:
+    """The best of the warm start and the kept checkpoints on ``episodes`` validation seeds (None
+    without a checkpoint or with ``episodes == 0``); its ``validation/*`` grades are added to the
+    training run's MLflow metrics, so every run records its warm start's grade next to its final one."""
+    if episodes <= 0 or not out.checkpoint:
+        return None
+    warm_dir = next(iter((out.warm_start or {}).values()), None)
+    selection = select_policy(cfg.task_id, last_checkpoint=out.checkpoint, warm_start_dir=warm_dir,
+                              episodes=episodes, seed=seed)
+    if out.mlflow_run_id and out.tracking_uri:
+        import mlflow
+
+        client = mlflow.MlflowClient(tracking_uri=out.tracking_uri)
+        for k, v in selection.summary().items():
+            client.log_metric(out.mlflow_run_id, k, v)
+        client.set_tag(out.mlflow_run_id, "selected_candidate", selection.selected)
+    return selection
+
+
+def selected_export(record: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """(checkpoint module dir, module replacements) that export the policy a run returned: the
+    selected Tune checkpoint, or the last checkpoint's modules with the warm start swapped in."""
+    sel = record.get("selection")
+    if not sel:
+        return record["module_dir"], {}
+    if sel["selected"] == WARM_START:
+        path = Path(sel["selected_path"])
+        return record["module_dir"], {path.name: str(path)}
+    return str(Path(sel["selected_path"]) / "learner_group" / "learner" / "rl_module"), {}
 
 
 def progress_csv(checkpoint: str | None) -> str | None:
@@ -65,10 +101,9 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
              "checkpoint": out.checkpoint, "mlflow_run_id": out.mlflow_run_id, "seed": cfg.seed}
     policy = load_checkpoint(out.checkpoint, cfg.task_id)
     label = f"ppo ({cfg.modules[policy.module_id].type})"
-    selection, warm_dir = None, next(iter((out.warm_start or {}).values()), None)
-    if val_episodes > 0 and out.checkpoint:
-        selection = select_policy(cfg.task_id, last_checkpoint=out.checkpoint, warm_start_dir=warm_dir,
-                                  episodes=val_episodes, seed=val_seed)
+    warm_dir = next(iter((out.warm_start or {}).values()), None)
+    selection = select_after_training(cfg, out, episodes=val_episodes, seed=val_seed)
+    if selection is not None:
         policy = selection.policy
         label = (f"{label}, selected: {selection.selected}" if not selection.is_warm_start
                  else f"{WARM_START}, selected over every PPO checkpoint")
@@ -79,7 +114,8 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
               "module_dir": out.module_dir, "tracking_uri": out.tracking_uri}
     if selection is not None:
         record["selection"] = {"val_seed": selection.val_seed, "val_episodes": selection.val_episodes,
-                               "selected": selection.selected, "table": selection.table}
+                               "selected": selection.selected, "selected_path": selection.selected_path,
+                               "table": selection.table, **selection.summary()}
         if warm_dir is not None:
             warm_row = (rows[0] if selection.is_warm_start else
                         evaluate_one(load_checkpoint(warm_dir, cfg.task_id), cfg.task_id, episodes=episodes,

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from inferencegym.envs.actions import flat_to_action
+from inferencegym.envs.history import HistoryStacker
 from inferencegym.rl.env_creators import make_cluster_env, make_single_env
 from inferencegym.rl.modules import module_class
 from inferencegym.tasks.spec import get_task
@@ -72,6 +73,25 @@ class ModulePolicy:
         self.module = modules[self.module_id]
         self.version = source
         self.name = source
+        self._history = self._history_stacker()
+
+    def _history_stacker(self) -> HistoryStacker | None:
+        """The single-agent module's observation history (``model_config.history_windows``)."""
+        mc = getattr(self.module, "model_config", None) or {}
+        windows = int(mc.get("history_windows", 0) or 0) if isinstance(mc, dict) else 0
+        if self.kind != "single" or windows <= 0:
+            return None
+        dim = int(np.prod(self.module.observation_space.shape)) // (windows + 1)
+        return HistoryStacker(dim, windows, float(mc.get("history_ema_weight", 0.3)))
+
+    def _input(self, obs: Any) -> Any:
+        """The raw env observation, stacked with the episode's history when the module uses one."""
+        if self._history is None:
+            return obs
+        arr = np.asarray(obs, dtype=np.float32)
+        if arr.shape == self.module.observation_space.shape:  # already stacked (the training env)
+            return arr
+        return self._history.push(arr)
 
     def _main_module_id(self) -> str:
         if self.kind == "single":
@@ -85,7 +105,10 @@ class ModulePolicy:
         return mid
 
     def reset(self, seed: int | None = None) -> None:
-        """Nothing to reset: the policy is greedy and stateless."""
+        """Start of an episode: forget the observation history (the policy is otherwise greedy and
+        stateless)."""
+        if self._history is not None:
+            self._history.reset()
 
     def module_for(self, agent_id: str) -> Any:
         if agent_id in self.mapping:
@@ -106,7 +129,7 @@ class ModulePolicy:
             return np.asarray(dist.to_deterministic().sample()[0])
 
     def act(self, obs: Any, info: dict | None = None) -> Any:
-        a = self._greedy(self.module, obs)
+        a = self._greedy(self.module, self._input(obs))
         if self.kind == "cluster":
             return int(a)
 
@@ -114,7 +137,7 @@ class ModulePolicy:
 
     def act_flat(self, obs: Any) -> np.ndarray:
         """The raw module action (flat MultiDiscrete index for the single-agent env)."""
-        return self._greedy(self.module, obs)
+        return self._greedy(self.module, self._input(obs))
 
     def act_agent(self, agent_id: str, obs: Any) -> Any:
         a = self._greedy(self.module_for(agent_id), obs)
@@ -124,9 +147,14 @@ class ModulePolicy:
         return self.act(obs, info)
 
 
-def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]) -> tuple[Any, Any]:
+def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str],
+                model_config: dict | None = None) -> tuple[Any, Any]:
     if kind == "single":
-        env = make_single_env({"task_id": task_id})
+        mc = model_config or {}
+        hist = ({"history_windows": int(mc["history_windows"]),
+                 "history_ema_weight": float(mc.get("history_ema_weight", 0.3))}
+                if int(mc.get("history_windows", 0) or 0) > 0 else {})
+        env = make_single_env({"task_id": task_id, **hist})
         try:
             return env.observation_space, env.action_space
         finally:
@@ -180,7 +208,7 @@ def load_exported(path: str | Path, task_id: str | None = None) -> ModulePolicy:
     modules = {}
     for mid in meta["modules"]:
         sub = json.loads((root / mid / "module.json").read_text())
-        obs_space, act_space = _spaces_for(task, kind, mid, mapping)
+        obs_space, act_space = _spaces_for(task, kind, mid, mapping, sub["model_config"])
         m = RLModuleSpec(module_class=module_class(sub["type"]), observation_space=obs_space,
                          action_space=act_space, model_config=sub["model_config"]).build()
         state = torch.load(root / mid / "weights.pt", weights_only=True, map_location="cpu")

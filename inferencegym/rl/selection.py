@@ -44,6 +44,29 @@ class Selection:
     def is_warm_start(self) -> bool:
         return self.selected == WARM_START
 
+    def row(self, name: str) -> dict[str, Any] | None:
+        """The validation row of candidate ``name`` (None if it was not a candidate)."""
+        return next((r for r in self.table if r["candidate"] == name), None)
+
+    @property
+    def selected_path(self) -> str:
+        """Directory of the selected candidate (a Tune checkpoint or the warm-start module)."""
+        return str(self.row(self.selected)["path"])
+
+    def summary(self) -> dict[str, float]:
+        """Validation grades of the warm start, the last checkpoint and the selected candidate
+        (flat ``validation/*`` keys, for printing and for the training run's MLflow metrics)."""
+        out: dict[str, float] = {}
+        warm = self.row(WARM_START)
+        if warm is not None:
+            out["validation/warm_start_score"] = float(warm["val_score_mean"])
+        last = self.table[-1]
+        if last["candidate"] != WARM_START:
+            out["validation/final_score"] = float(last["val_score_mean"])
+        out["validation/selected_score"] = float(self.row(self.selected)["val_score_mean"])
+        out["validation/selected_is_warm_start"] = float(self.is_warm_start)
+        return out
+
 
 def select_policy(task_id: str, *, last_checkpoint: str | Path, warm_start_dir: str | Path | None,
                   episodes: int, seed: int = VALIDATION_SEED) -> Selection:
@@ -58,7 +81,7 @@ def select_policy(task_id: str, *, last_checkpoint: str | Path, warm_start_dir: 
     for name, path in cands:
         pol = load_checkpoint(path, task_id)
         row = evaluate_one(pol, task_id, episodes=episodes, seed=seed, name=name)
-        table.append({"candidate": name, "val_score_mean": row["score_mean"],
+        table.append({"candidate": name, "path": str(path), "val_score_mean": row["score_mean"],
                       "val_score_ci95": row["score_ci95"], "val_ttft_p99_s": row.get("ttft_p99_s")})
         policies.append(pol)
     best = max(range(len(table)), key=lambda i: (table[i]["val_score_mean"], i))

@@ -19,6 +19,7 @@ from inferencegym.rl.bc import warm_start
 from inferencegym.rl.callbacks import make_callbacks_class
 from inferencegym.rl.config import TrainConfig
 from inferencegym.rl.env_creators import ENV_NAMES, register_envs
+from inferencegym.rl.learner import ConservativePPOTorchLearner
 from inferencegym.rl.modules import module_class
 from inferencegym.tracking import _metric_key, project_root, run_tags, tracking_uri
 
@@ -58,13 +59,27 @@ def _mapping_fn(cfg: TrainConfig):
     return policy_mapping_fn
 
 
+def learner_settings(cfg: TrainConfig, teacher_paths: dict[str, str] | None) -> dict[str, Any]:
+    """``learner_config_dict`` of :class:`~inferencegym.rl.learner.ConservativePPOTorchLearner`
+    from ``cfg.fine_tune``; the teacher is the warm start of each warm-started module."""
+    ft = cfg.fine_tune
+    coeff = ft.teacher_kl_coeff
+    return {"teacher_kl_coeff": coeff if isinstance(coeff, float) else [list(x) for x in coeff],
+            "teacher_state_paths": dict(teacher_paths or {}) if ft.uses_teacher else {},
+            "actor_warmup_steps": ft.actor_warmup_steps,
+            "entropy_knob_scale": ft.knob_scale_vector()}
+
+
 def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
-                     load_state_paths: dict[str, str] | None = None) -> Any:
+                     load_state_paths: dict[str, str] | None = None,
+                     teacher_paths: dict[str, str] | None = None) -> Any:
     """The ``PPOConfig`` for a training config.
 
     ``env``: override the env (a registered name or an env class; tests use a small local env);
     by default the registered ``inferencegym_single`` / ``inferencegym_cluster`` creator.
     ``load_state_paths``: module id -> RLModule state dir to start from (BC warm start).
+    ``teacher_paths``: module id -> frozen teacher for ``fine_tune.teacher_kl_coeff`` (defaults to
+    ``load_state_paths``; a resumed run passes the warm start here but starts from its checkpoint).
     """
     from ray.rllib.algorithms.ppo import PPOConfig
 
@@ -72,7 +87,7 @@ def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
     if env is None:
         register_envs()
         env = ENV_NAMES[cfg.env]
-    env_config = {"task_id": cfg.task_id, **cfg.env_config}
+    env_config = cfg.full_env_config()
     if cfg.safety.enabled and cfg.safety.terminate:
         env_config["safety"] = cfg.safety.model_dump()
     p, r = cfg.ppo, cfg.resources
@@ -84,7 +99,9 @@ def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
         .env_runners(num_env_runners=r.num_env_runners, num_envs_per_env_runner=r.num_envs_per_env_runner,
                      num_cpus_per_env_runner=r.num_cpus_per_env_runner,
                      rollout_fragment_length=r.rollout_fragment_length)
-        .learners(num_learners=r.num_learners)
+        .learners(num_learners=r.num_learners, learner_class=ConservativePPOTorchLearner,
+                  learner_config_dict=learner_settings(cfg, teacher_paths if teacher_paths is not None
+                                                       else load_state_paths))
         .fault_tolerance(**cfg.fault_tolerance.model_dump())
         .training(lr=p.lr, entropy_coeff=p.entropy_coeff, gamma=p.gamma, lambda_=p.lambda_,
                   use_kl_loss=p.use_kl_loss, kl_coeff=p.kl_coeff, kl_target=p.kl_target,
@@ -248,10 +265,14 @@ def run_training(cfg: TrainConfig, *, storage_path: str | Path | None = None, re
     storage = Path(storage_path or project_root() / "ray_results").resolve()
     storage.mkdir(parents=True, exist_ok=True)
     exp_dir = storage / cfg.name
-    load_paths = None
-    if cfg.bc.enabled and not (resume and tune.Tuner.can_restore(str(exp_dir))):
-        load_paths = warm_start(cfg, out_dir=exp_dir.parent / f"{cfg.name}_bc", env=env)
-    ppo_config = build_ppo_config(cfg, env=env, load_state_paths=load_paths)
+    load_paths = teacher_paths = None
+    bc_dir = exp_dir.parent / f"{cfg.name}_bc"
+    resuming = resume and tune.Tuner.can_restore(str(exp_dir))
+    if cfg.bc.enabled and not resuming:
+        load_paths = teacher_paths = warm_start(cfg, out_dir=bc_dir, env=env)
+    elif cfg.bc.enabled:  # resumed: the checkpoint holds the weights; the warm start stays the teacher
+        teacher_paths = {mid: str(bc_dir / mid) for mid in cfg.modules if (bc_dir / mid).is_dir()}
+    ppo_config = build_ppo_config(cfg, env=env, load_state_paths=load_paths, teacher_paths=teacher_paths)
     callbacks = []
     uri = None
     mlcb = None
@@ -285,7 +306,7 @@ def run_training(cfg: TrainConfig, *, storage_path: str | Path | None = None, re
     metrics = dict(res.metrics or {})
     return TrainOutcome(experiment_path=str(exp_dir), checkpoint=ckpt, module_dir=module_dir,
                         mlflow_run_id=run_id, tracking_uri=uri, metrics=metrics,
-                        wall_s=time.perf_counter() - t0, warm_start=load_paths)
+                        wall_s=time.perf_counter() - t0, warm_start=teacher_paths or None)
 
 
 def summary_metrics(metrics: dict[str, Any]) -> dict[str, float]:
