@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from inferencegym.cli.errors import fail, one_line
+from inferencegym.envs import get_task
 from inferencegym.rl.config import ConfigError, load_config, parse_config
 
 
@@ -46,12 +48,9 @@ def train_command(
         if not mlflow:
             data["mlflow"]["enabled"] = False
         cfg = parse_config(data, str(config))
-        from inferencegym.envs import get_task
 
         get_task(cfg.task_id)  # an unknown task fails here, before Ray starts
     except (ConfigError, ValueError) as exc:
-        from inferencegym.cli.errors import fail, one_line
-
         fail(one_line(exc))
     out = run_training(cfg, storage_path=storage, resume=resume, progress=progress, config_path=str(config))
     console.print(f"[bold green]done[/] in {out.wall_s:.1f} s: {summary_metrics(out.metrics)}")

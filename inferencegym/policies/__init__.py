@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from inferencegym.policies.routers import PRIVILEGED_ROUTERS, ROUTER_POLICIES, get_cluster_policy
 from inferencegym.tasks import get_task
 
 
@@ -81,7 +82,6 @@ def is_privileged(spec: Any) -> bool:
     entry = _REGISTRY.get(spec)
     if entry is not None and entry.privileged:
         return True
-    from inferencegym.policies.routers import PRIVILEGED_ROUTERS
     return spec.split("+", 1)[0] in PRIVILEGED_ROUTERS
 
 
@@ -133,7 +133,6 @@ def _ensure_builtins() -> None:
 
 # The built-in policies register themselves here (bottom of the module: they import register_policy).
 from inferencegym.policies import baselines as _baselines  # noqa: E402,F401
-from inferencegym.policies.routers import ROUTER_POLICIES, get_cluster_policy  # noqa: E402
 
 __all__ = ["Policy", "PolicyEntry", "get_policy", "list_policies", "register_policy",
            "register_scheme", "is_privileged", "describe_policies", "SCHEMES"]

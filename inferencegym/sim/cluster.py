@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from inferencegym.sim.execution import ExecutionModel
+
 from .cache_view import PublishedView
 from .config import ClusterConfig, ReplicaConfig
 from .events import EventQueue
-from .metrics import (TBTRecorder, TenantWindowStats, WindowStats, pct, pdict,
-                      weighted_arith_percentiles)
+from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pct, pdict, weighted_arith_percentiles
 from .replica import IDLE, RUN, Replica
 from .request import Request
 from .router import make_router
@@ -73,8 +74,6 @@ class Cluster:
         self.rng = rng if rng is not None else np.random.default_rng(0)
         rc = config.replica
         if execution_model is None:
-            from .execution import ExecutionModel
-
             execution_model = ExecutionModel.from_preset(
                 model=rc.model, gpu=rc.gpu, tensor_parallel=rc.tensor_parallel,
                 quantization=rc.quantization, gpu_hour_usd=config.gpu_hour_usd,
@@ -384,8 +383,6 @@ class Cluster:
         key = (_hw(cfg), cfg.quantization)
         m = self._models.get(key)
         if m is None:
-            from .execution import ExecutionModel
-
             m = self._models[key] = ExecutionModel.from_preset(
                 model=cfg.model, gpu=cfg.gpu, tensor_parallel=cfg.tensor_parallel,
                 quantization=cfg.quantization, gpu_hour_usd=self.config.gpu_hour_usd,

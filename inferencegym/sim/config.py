@@ -10,6 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferencegym.sim.batching import SCHEDULERS
+from inferencegym.sim.execution import ENGINE_PROFILES
+from inferencegym.sim.router import ROUTERS
+
 QUANTIZATION_TIERS = ("fp16", "int8", "int4")
 
 
@@ -89,9 +93,6 @@ class ReplicaConfig:
                f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
         _check(self.quantization in QUANTIZATION_TIERS,
                f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
-        from .batching import SCHEDULERS  # local import: batching imports nothing from here
-        from .execution import ENGINE_PROFILES
-
         _check(self.engine_profile in ENGINE_PROFILES,
                f"unknown engine_profile {self.engine_profile!r}; valid: {', '.join(ENGINE_PROFILES)}")
 
@@ -152,7 +153,6 @@ class ClusterConfig:
         _check(not self.replica_configs or len(self.replica_configs) == self.num_replicas,
                f"replica_configs has {len(self.replica_configs)} entries for num_replicas="
                f"{self.num_replicas}; give one ReplicaConfig per replica or none")
-        from .router import ROUTERS
 
         _check(self.router in ROUTERS, f"unknown router {self.router!r}; valid: {', '.join(sorted(ROUTERS))}")
         _check(len(self.tenants) >= 1, "ClusterConfig.tenants needs at least one TenantSpec")
