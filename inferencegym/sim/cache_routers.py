@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from .cache_view import leading_blocks
 from .router_base import _Rotating
 
 if TYPE_CHECKING:
@@ -41,13 +42,7 @@ class _BlockLRU:
             d.popitem(last=False)
 
     def prefix_blocks(self, hashes, max_blocks: int) -> int:
-        d = self.d
-        n = 0
-        for h in hashes:
-            if n >= max_blocks or h not in d:
-                break
-            n += 1
-        return n
+        return leading_blocks(hashes, self.d, max_blocks)
 
     def __len__(self) -> int:
         return len(self.d)

@@ -14,6 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 
+
+def leading_blocks(hashes, have, max_blocks: int = 1 << 30) -> int:
+    """How many leading blocks of the chain ``hashes`` (at most ``max_blocks``) are in ``have``
+    (any container of block hashes): the prefix a router expects to find cached."""
+    n = 0
+    for h in hashes:
+        if n >= max_blocks or h not in have:
+            break
+        n += 1
+    return n
+
 class ReplicaSnapshot:
     """One replica as last published: cached hashes (kept current by applying the replica's KV
     events at each publication, so a publication costs the changes, not the cache size), waiting
@@ -44,13 +55,7 @@ class ReplicaSnapshot:
 
     def prefix_blocks(self, hashes: tuple, max_blocks: int = 1 << 30) -> int:
         """Leading blocks of ``hashes`` found in this snapshot."""
-        have = self.hashes
-        n = 0
-        for h in hashes:
-            if n >= max_blocks or h not in have:
-                break
-            n += 1
-        return n
+        return leading_blocks(hashes, self.hashes, max_blocks)
 
 
 class PublishedView:

@@ -119,20 +119,20 @@ def cluster_task(task_id: str | TaskSpec, num_replicas: int | None = None) -> Ta
 # tail does not grade like the best one.
 _GRADER = GraderSpec(w_slo=0.5, w_cost=0.0, w_quality=0.0, w_latency=0.5)
 _KNOBS = ReplicaKnobs(scheduler="sarathi", batch_cap=16, kv_budget_fraction=0.9, speculation_depth=0)
-_COMMON = dict(kind="cluster", model="llama-2-7b", tensor_parallel=1, window_s=2.0,
-               episode_windows=60, knobs=_KNOBS, chunk_size_tokens=512)
+_COMMON = dict(kind="cluster", model="llama-2-7b", gpu="a100-80gb", tensor_parallel=1, replicas=4,
+               router="external", window_s=2.0, episode_windows=60, knobs=_KNOBS,
+               chunk_size_tokens=512, grader=_GRADER, ref_batch=64.0)
+"""What every cluster task shares: 4 replicas of Llama-2-7B routed externally (by the router agent)."""
+_ONE_TENANT = (TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.2),)
 
 register_task(_with_rates(TaskSpec(
     task_id="cluster_routing",
     description="4 identical Llama-2-7B/A100 replicas, Azure conversation lengths, Poisson arrivals at "
                 "~80% of capacity: route each request to a replica.",
     difficulty="easy",
-    gpu="a100-80gb", replicas=4, router="external",
-    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.2),),
+    tenants=_ONE_TENANT,
     workload=WorkloadSpec(process="poisson", length_fit="azure_conv",
                           max_prompt_tokens=4096, max_output_tokens=1024),
-    grader=_GRADER,
-    ref_batch=64.0,
     cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.2,),
                            load_fraction=0.8),
     **_COMMON)))
@@ -142,12 +142,9 @@ register_task(_with_rates(TaskSpec(
     description="Mixed replicas (H100 x2 TP2 alternating with A100 x1): capacities differ 1.9x, so "
                 "equal shares (round-robin) overload the slow replicas.",
     difficulty="medium",
-    gpu="a100-80gb", replicas=4, router="external",
-    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.2),),
+    tenants=_ONE_TENANT,
     workload=WorkloadSpec(process="poisson", length_fit="azure_conv",
                           max_prompt_tokens=4096, max_output_tokens=1024),
-    grader=_GRADER,
-    ref_batch=64.0,
     cluster=ClusterOptions(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)),
                            capacity_rps=(8.5, 3.2), load_fraction=0.8),
     **_COMMON)))
@@ -157,7 +154,6 @@ register_task(_with_rates(TaskSpec(
     description="On/off bursts, unannounced mega-prompts and two tenants (interactive priority tenant "
                 "with a tight TTFT SLO, best-effort batch tenant) on 4 A100 replicas.",
     difficulty="hard",
-    gpu="a100-80gb", replicas=4, router="external",
     tenants=(TenantSLO(name="interactive", priority=1, ttft_slo_s=0.5, tbt_slo_s=0.1, grade_weight=2.0),
              TenantSLO(name="batch", priority=0, ttft_slo_s=4.0, tbt_slo_s=0.5, grade_weight=1.0)),
     workload=WorkloadSpec(process="onoff", on_mean_s=6.0, off_mean_s=12.0, length_fit="azure_conv",
@@ -165,8 +161,6 @@ register_task(_with_rates(TaskSpec(
                           tenant_shares=(0.4, 0.6), tenant_rate_profile=("modulated", "modulated"),
                           mega_prompt_rate_per_s=0.1, mega_prompt_tokens=12000,
                           mega_prompt_output_tokens=32, mega_prompt_tenant=1),
-    grader=_GRADER,
-    ref_batch=64.0,
     cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.4,),
                            load_fraction=0.75, burst_ratio=3.0),
     **_COMMON)))
@@ -180,16 +174,13 @@ register_task(_with_rates(TaskSpec(
                 "replicas at 90% of capacity: a hot prompt pinned to one replica overloads it, spread "
                 "everywhere it is prefilled over and over; locality and balance conflict.",
     difficulty="hard",
-    gpu="a100-80gb", replicas=4, router="external",
-    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.2),),
+    tenants=_ONE_TENANT,
     workload=WorkloadSpec(process="prefix", max_prompt_tokens=8192, max_output_tokens=1024,
                           prefix=PrefixSharingSpec(preset="mooncake_shared_prefix", num_prefixes=60,
                                                    zipf_s=1.1, unique_share=0.05,
                                                    prefix_tokens=(3000.0, 0.3),
                                                    message_tokens=(150.0, 0.8),
                                                    output_tokens=(100.0, 0.8))),
-    grader=_GRADER,
-    ref_batch=64.0,
     cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.5,),
                            load_fraction=0.9),
     **_COMMON)))
@@ -201,8 +192,7 @@ register_task(_with_rates(TaskSpec(
                 "shared system prompts: keeping a conversation where its context is cached against "
                 "balancing the load.",
     difficulty="hard",
-    gpu="a100-80gb", replicas=4, router="external",
-    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=1.0, tbt_slo_s=0.2),),
+    tenants=_ONE_TENANT,
     workload=WorkloadSpec(process="prefix", max_prompt_tokens=4096, max_output_tokens=1024,
                           prefix=PrefixSharingSpec(preset="mooncake_multiturn", num_prefixes=30,
                                                    zipf_s=0.8, unique_share=0.3,
@@ -211,8 +201,6 @@ register_task(_with_rates(TaskSpec(
                                                    unique_prompt_tokens=(800.0, 0.8),
                                                    output_tokens=(180.0, 0.7), turns=(5.0, 0.5),
                                                    think_time_s=(8.0, 0.5))),
-    grader=_GRADER,
-    ref_batch=64.0,
     cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
                            load_fraction=0.9),
     **_COMMON)))
