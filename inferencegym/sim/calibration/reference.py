@@ -171,6 +171,26 @@ def gpu_profile(path: Path) -> tuple[dict, pd.DataFrame]:
     return dict(data.get("info", {})), pd.DataFrame(out)
 
 
+MEASURED_PROFILES = Path(__file__).resolve().parents[2] / "data" / "gpu_profiles"
+"""The project's own GPU profiles (``<gpu>/*.json``, measured on lent GPUs; see each folder's README)."""
+
+
+def measured_profiles(gpu: str) -> pd.DataFrame:
+    """Every profile file committed for ``gpu`` (:data:`MEASURED_PROFILES`), rows as
+    :func:`gpu_profile` returns them plus ``file``. Raises FileNotFoundError naming the folder."""
+    folder = MEASURED_PROFILES / gpu
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        have = sorted(p.name for p in MEASURED_PROFILES.iterdir()) if MEASURED_PROFILES.is_dir() else []
+        raise FileNotFoundError(f"no measured GPU profiles for {gpu!r} in {folder}; folders: {have}")
+    frames = []
+    for f in files:
+        rows = gpu_profile(f)[1]
+        rows["file"] = f.name
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True)
+
+
 def h200_profile(ref: Path) -> pd.DataFrame:
     """The measured H200 Llama-2-7B rows (see :func:`gpu_profile`)."""
     return gpu_profile(Path(ref) / H200_PROFILE[0] / H200_PROFILE[1])[1]
