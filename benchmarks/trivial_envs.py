@@ -46,9 +46,11 @@ def record_cluster(env_config: dict, seed: int = 0) -> dict:
             else:
                 act[aid] = env.action_spaces[aid].sample()
         obs, _, term, trunc, _ = env.step(act)
+        # keep the final observation too: at truncation every agent that acted must observe
+        # (RLlib raises MultiAgentEnvError otherwise; replaying the frame before it did)
+        frames.append(obs)
         if term.get("__all__") or trunc.get("__all__"):
             break
-        frames.append(obs)
     return {"obs": frames, "observation_spaces": dict(env.observation_spaces),
             "action_spaces": dict(env.action_spaces), "agents": list(env.possible_agents)}
 
@@ -103,7 +105,8 @@ class TrivialClusterEnv(MultiAgentEnv):
         obs = self.frames[min(self.t, len(self.frames) - 1)]
         rew = {aid: 0.0 for aid in obs}
         info = {"router": {"grade/score": 0.0}} if done else {}
-        return obs, rew, {"__all__": False}, {"__all__": done}, info
+        truncs = {"__all__": done, **({aid: True for aid in obs} if done else {})}
+        return obs, rew, {"__all__": False}, truncs, info
 
 
 def trivial_env_for(cfg: Any) -> tuple[type, dict]:
