@@ -47,25 +47,25 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request  # noqa: E402
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
 
 DATA = Path(__file__).resolve().parent / "data" / "lambda_vllm054_sharegpt_lengths.json"
 SHAREGPT_POOL = "h100-320"
 """The Lambda run whose 320 (prompt, generated) pairs stand in for ShareGPT in the SGLang rows."""
 
 SOURCES: dict[str, dict] = {
-    "sglang-vllm060": dict(
-        url="https://github.com/sgl-project/sglang/blob/main/benchmark/benchmark_vllm_060/README.md",
-        date="2024-09", engine="vLLM v0.6.0, --num-scheduler-steps 10, max_model_len 4096",
-        dataset="ShareGPT (sglang.bench_serving default sampling), Poisson arrivals",
-        stat="median", max_tokens_per_iter=4096, batch_cap=256, scheduler_steps=10),
-    "lambda-vllm054": dict(
-        url="https://github.com/LambdaLabsML/vllm-benchmark",
-        date="2024-09-07", engine="vLLM v0.5.4 (vllm/vllm-openai:v0.5.4), max_model_len 2048, max_num_seqs 1024",
-        dataset="ShareGPT V3 (benchmark_serving.py, seed 0), N prompts at once",
-        stat="mean", max_tokens_per_iter=2048, batch_cap=1024, scheduler_steps=1),
+    "sglang-vllm060": {
+        "url": "https://github.com/sgl-project/sglang/blob/main/benchmark/benchmark_vllm_060/README.md",
+        "date": "2024-09", "engine": "vLLM v0.6.0, --num-scheduler-steps 10, max_model_len 4096",
+        "dataset": "ShareGPT (sglang.bench_serving default sampling), Poisson arrivals",
+        "stat": "median", "max_tokens_per_iter": 4096, "batch_cap": 256, "scheduler_steps": 10},
+    "lambda-vllm054": {
+        "url": "https://github.com/LambdaLabsML/vllm-benchmark",
+        "date": "2024-09-07", "engine": "vLLM v0.5.4 (vllm/vllm-openai:v0.5.4), max_model_len 2048, max_num_seqs 1024",
+        "dataset": "ShareGPT V3 (benchmark_serving.py, seed 0), N prompts at once",
+        "stat": "mean", "max_tokens_per_iter": 2048, "batch_cap": 1024, "scheduler_steps": 1},
 }
 
 
@@ -205,8 +205,8 @@ def compare(profiles: list[str], seed: int = 0, rows: tuple[PublishedRow, ...] =
 
 
 def markdown(recs: list[dict]) -> str:
-    lines = ["| source | model / GPU / TP | load | profile | stat | TTFT ms pub / sim (err) | "
-             "TPOT ms pub / sim (err) | E2E ms pub / sim (err) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [("| source | model / GPU / TP | load | profile | stat | TTFT ms pub / sim (err) | "
+             "TPOT ms pub / sim (err) | E2E ms pub / sim (err) |"), "|---|---|---|---|---|---|---|---|"]
     for r in recs:
         load = f"{r['rate_rps']:g} req/s" if r["load"] == "poisson" else f"burst of {r['num_prompts']}"
         cells = [f"{r[k]:,.1f} / {r[k + '_sim']:,.1f} ({r[k + '_err_pct']:+.0f}%)"
@@ -215,8 +215,8 @@ def markdown(recs: list[dict]) -> str:
                      f"{r['stat']} | " + " | ".join(cells) + " |")
     ms = [r for r in recs if SOURCES[r["source"]]["scheduler_steps"] > 1]
     if ms:
-        lines += ["", "Multi-step TTFT (analytic estimate: simulated TTFT + (steps - 1) / 2 simulated decode "
-                  "steps of waiting for the running block; not a simulator output):", "",
+        lines += ["", ("Multi-step TTFT (analytic estimate: simulated TTFT + (steps - 1) / 2 simulated decode "
+                  "steps of waiting for the running block; not a simulator output):"), "",
                   "| source | model / GPU / TP | load | profile | TTFT ms pub | sim | sim + multi-step wait (err) |",
                   "|---|---|---|---|---|---|---|"]
         for r in ms:

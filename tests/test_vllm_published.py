@@ -19,6 +19,7 @@ through one Python process; v0.6.0's 10-step blocks make a new prompt wait; neit
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -103,7 +104,7 @@ def test_simulated_curves_grow_with_load_like_the_published_ones(bench, recs):
     for key, curve in _curves(bench).items():
         for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
             sim = [_rec(recs, r, "vllm-v1")[f"{metric}_sim"] for r in curve]
-            assert all(a < b for a, b in zip(sim, sim[1:])), (key, metric, sim)
+            assert all(a < b for a, b in itertools.pairwise(sim)), (key, metric, sim)
 
 
 def test_vllm_v1_error_bounds_on_the_rows_in_scope(bench, recs):
