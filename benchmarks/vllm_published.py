@@ -14,14 +14,14 @@ Sources (the numbers below are copied from them; each row names its source):
   Published: median E2E latency, median TTFT, median TPOT, median ITL (ms). The ITL of a multi-step
   engine is the gap between bursts of 10 tokens, so TPOT is the figure compared here.
 - ``lambda-vllm054``: Lambda's vLLM benchmark, https://github.com/LambdaLabsML/vllm-benchmark
-  (result files ``results/prompt_N/1xH100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2048.json``, run
-  2024-09-07, docker image ``vllm/vllm-openai:v0.5.4``: the V0 engine before the v0.6 CPU-overhead work).
+  (result files ``results/prompt_N/{1xH100-80GB-SXM,1xA100-80GB-SXM,4xH100-80GB-SXM}/
+  Meta-Llama-3-{8B,70B}-Instruct_tp{1,4}_len{2048,2000}.json``, run 2024-09-07, docker image
+  ``vllm/vllm-openai:v0.5.4``: the V0 engine before the v0.6 CPU-overhead work).
   ``--max-model-len 2048 --max-num-seqs 1024 --gpu-memory-utilization 0.95``, vLLM's
-  ``benchmark_serving.py`` on ShareGPT V3 (seed 0), all N prompts sent at once (``--request-rate inf``):
-  a burst, so the load is N. Published: mean TTFT, mean TPOT, mean E2E latency (ms). The files list
-  every request's prompt and generated lengths; they are replayed exactly
-  (``benchmarks/data/lambda_vllm054_h100_llama3_8b_sharegpt.json``).
-
+  ``benchmark_serving.py`` on ShareGPT V3 (seed 0), all N = 10 / 80 / 320 prompts sent at once
+  (``--request-rate inf``): a burst, so the load is N. Published: mean TTFT, mean TPOT, mean E2E (ms).
+  The files list every request's prompt and generated lengths; they are replayed exactly
+  (``benchmarks/data/lambda_vllm054_sharegpt_lengths.json``).
 - ``do-vllm0141``: DigitalOcean's vLLM baseline for its GTC 2026 Dynamo demo,
   https://github.com/DO-Solutions/gtc-2026-doks/blob/main/dev/vllm/benchmarks/phase0/20260224-185458/report.md
   (2026-02-24). vLLM 0.14.1 (V1 engine: async scheduling, full + piecewise CUDA graphs, chunked prefill
@@ -34,17 +34,19 @@ Sources (the numbers below are copied from them; each row names its source):
   these lengths); outputs: Lambda's Llama-3-8B H100 generated lengths of the same 300 prompts (60,717
   tokens; the report: 59,105-59,704).
 
-Replay: the same model / GPU / TP preset (Llama-3.1 has Llama-3's shape), one replica, vLLM's V0
-defaults of that version (``scheduler="vllm"``: prefill-first, whole prompts up to
-``max_num_batched_tokens`` = max(max_model_len, 2048), no decodes in a prefill iteration;
-``batch_cap`` = max_num_seqs; prefix caching off). Lengths: the Lambda runs use their own per-request
-lengths; the SGLang runs (ShareGPT with the same filter, Llama-3 tokenizer, lengths not published)
-draw (prompt, output) pairs with replacement from the 320-request Lambda ShareGPT sample (mean 205 in
-/ 204 out; vLLM's v0.6.0 blog states 202 / 179 for its 500-prompt sample). Arrivals: Poisson at the
-rate (SGLang), all at t = 0 (Lambda). Not modelled: multi-step scheduling (a new prompt waits for the
-running 10-step decode block, adding up to 10 decode steps of TTFT), streaming / detokenisation in
-the API server, the client. A request the client saw no text for (generated length 0) is simulated
-with one output token and counts TTFT 0 and no TPOT, as the client counted it.
+Replay: the same model / GPU / TP preset (Llama-3.1 has Llama-3's shape), one replica, the defaults
+of the vLLM version: V0 rows ``scheduler="vllm"`` (prefill-first, whole prompts up to
+``max_num_batched_tokens`` = max(max_model_len, 2048), no decodes in a prefill iteration), the V1 rows
+``scheduler="sarathi"`` with an 8192-token chunk; ``batch_cap`` = max_num_seqs; prefix caching off
+(ShareGPT prompts share no prefixes). Lengths: the Lambda runs use their own per-request lengths, the
+DigitalOcean runs the first 300 pairs of the 320-request Lambda ShareGPT sample, in order; the SGLang
+runs (ShareGPT with the same filter, Llama-3 tokenizer, lengths not published) draw pairs with
+replacement from that sample (mean 205 in / 204 out; vLLM's v0.6.0 blog states 202 / 179 for its
+500-prompt sample). Arrivals: Poisson at the rate, or all at t = 0 (Lambda). Not modelled:
+multi-step scheduling (a new prompt waits for the running 10-step decode block; ``compare`` adds an
+analytic estimate of that wait in a separate column), the API server (HTTP, tokenisation,
+detokenisation, streaming), the client. A request the client saw no text for (generated length 0)
+is simulated with one output token and counts TTFT 0 and no TPOT, as the client counted it.
 """
 
 from __future__ import annotations
