@@ -54,12 +54,17 @@ def main() -> None:
                 print(line)
         print(f"\nCommand: `{r.get('command')}`")
         sel = r.get("selection")
-        if sel:
+        if sel and "command" in sel:  # benchmarks/select_checkpoint.py (second session's runs)
             print(f"\nCheckpoint selection (`{sel['command']}`): greedy grade on validation seeds "
                   f"{sel['val_seed']}..{sel['val_seed'] + sel['val_episodes'] - 1} per checkpoint: "
                   + ", ".join(f"{e['checkpoint'][-3:]}@it{e['iteration']}: {e['val_score_mean']:.3f}"
                               for e in sel["table"]) + f"; selected {sel['selected']}.")
-
+        elif sel:  # selection inside `inferencegym train` / train_and_compare (rl/selection.py)
+            print(f"\nSelection of the returned policy among the warm start and the kept checkpoints "
+                  f"(greedy grade on validation seeds {sel['val_seed']}..{sel['val_seed'] + sel['val_episodes'] - 1}): "
+                  + ", ".join(f"{e['candidate']}: {e['val_score_mean']:.3f}" for e in sel["table"])
+                  + f"; returned {sel['selected']} (PPO improved on the warm start: "
+                  f"{'yes' if r.get('improved_on_warm_start') else 'no'}).")
 
 if __name__ == "__main__":
     main()

@@ -8,10 +8,12 @@ import pytest
 import yaml
 
 from inferencegym.rl.config import ConfigError, load_config, parse_config
+from inferencegym.policies.routers import PRODUCTION_ROUTERS
+from inferencegym.tasks import task_ids
+from inferencegym.tasks.cluster import PREFIX_TASK_IDS
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "rllib_configs").glob("*.yaml"))
-TASKS = {"static_workload", "bursty_workload", "adversarial_multitenant", "cluster_routing",
-         "cluster_heterogeneous", "cluster_bursty_multitenant"}
+TASKS = set(task_ids())  # one shipped training config per registered task
 
 
 def test_one_config_per_task_and_all_valid():
@@ -26,6 +28,9 @@ def test_one_config_per_task_and_all_valid():
         if c.env == "cluster":
             assert c.modules[c.map_agent("router")].type in ("attention_router", "mlp_router")
             assert c.map_agent("replica_17") == c.map_agent("replica_0")
+            if c.task_id in PREFIX_TASK_IDS:  # issue 14: warm start from the best production router
+                assert c.bc.enabled and c.bc.baseline in PRODUCTION_ROUTERS
+                assert set(PRODUCTION_ROUTERS) & set(c.evaluation.baselines)
 
 
 def _base() -> dict:

@@ -82,6 +82,7 @@ def evaluate_cluster_policy(spec: Any, task_id: str, *, episodes: int = 5, seed:
         spec = get_policy(spec, task_id if isinstance(task_id, str) else task_id.task_id)
     seeds = [seed + i for i in range(episodes)]
     scores, ttft, tbt, e2e, thr, imb, dec, cost, share, ret = [], [], [], [], [], [], [], [], [], []
+    ttft90: list[float] = []
     att: dict[str, list[float]] = {}
     name = spec if isinstance(spec, str) else getattr(spec, "name", type(spec).__name__)
     task_name = task_id if isinstance(task_id, str) else task_id.task_id
@@ -92,6 +93,7 @@ def evaluate_cluster_policy(spec: Any, task_id: str, *, episodes: int = 5, seed:
         m = log.metrics
         scores.append(g.score)
         ttft.append(m["cluster/ttft_p99_s"])
+        ttft90.append(m["cluster/ttft_p90_s"])
         tbt.append(m["cluster/tbt_p99_s"])
         e2e.append(m["cluster/e2e_p99_s"])
         thr.append(m["cluster/throughput_tok_s"])
@@ -109,12 +111,12 @@ def evaluate_cluster_policy(spec: Any, task_id: str, *, episodes: int = 5, seed:
     return {
         "policy": name, "task": task_name, "episodes": episodes, "seeds": seeds,
         "score_mean": mean(scores), "score_ci95": ci95(scores),
-        "ttft_p99_s": mean(ttft), "ttft_p99_ci95": ci95(ttft),
+        "ttft_p99_s": mean(ttft), "ttft_p99_ci95": ci95(ttft), "ttft_p90_s": mean(ttft90),
         "tbt_p99_s": mean(tbt), "e2e_p99_s": mean(e2e), "e2e_p99_ci95": ci95(e2e),
         "throughput_tok_s": mean(thr), "cost_per_1k_tokens": mean(cost),
         "slo_share_mean": mean(share), "scores": scores, "reward_mean": mean(ret),
         "kind": "cluster",
         "slo_attainment": {k: mean(v) for k, v in att.items()},
         "load_imbalance": mean(imb), "router_decisions": mean(dec),
-        "per_seed": {"score": scores, "ttft_p99_s": ttft, "e2e_p99_s": e2e},
+        "per_seed": {"score": scores, "ttft_p99_s": ttft, "ttft_p90_s": ttft90, "e2e_p99_s": e2e},
     }

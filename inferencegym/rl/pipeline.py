@@ -107,6 +107,8 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
         policy = selection.policy
         label = (f"{label}, selected: {selection.selected}" if not selection.is_warm_start
                  else f"{WARM_START}, selected over every PPO checkpoint")
+    if baselines is None and cfg.evaluation.baselines:  # the config's list (e.g. production routers)
+        baselines = list(cfg.evaluation.baselines)
     rows = compare(policy, cfg.task_id, name=label, baselines=baselines,
                    episodes=episodes, seed=seed, progress=progress)
     record = {"task": cfg.task_id, "name": cfg.name, "config": config_path, "command": command,
