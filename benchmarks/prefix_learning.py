@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/prefix_learning.py [--task cluster_prefix_sharing]
         [--policy pretrained:cluster_prefix_sharing] [--warm-start DIR] [--episodes 20] [--seed 1000]
-        [--json benchmarks/results/training/cluster_prefix_sharing_routers.json]
+        [--json benchmarks/results/prefix_learning.json]
 
 Evaluates the learned router (default: the shipped ``pretrained:TASK``, exported by
 ``benchmarks/train_ppo.py --export-pretrained``), optionally its warm start (the BC module directory

@@ -39,11 +39,12 @@ def main() -> None:
         print(f"\n### {r['name']} ({r['task']}; {rows[0]['episodes']} held-out seeds "
               f"{rows[0]['seeds'][0]}..{rows[0]['seeds'][-1]})\n")
         print(table_markdown(rows))
-        ppos = [x for x in rows if x["policy"].startswith("ppo")]
-        base = [x for x in rows if not x["policy"].startswith("ppo")]
+        # the returned policy: a PPO checkpoint, or the warm start when selection kept it
+        ppos = [x for x in rows if x["policy"].startswith("ppo") or "selected" in x["policy"]]
+        base = [x for x in rows if x not in ppos]
         for ppo in ppos:
-            print(f"\nPaired on the same seeds, `{ppo['policy']}` minus each baseline (mean, 95% t-interval, "
-                  f"seeds where PPO is better):\n")
+            print(f"\nPaired on the same seeds, `{ppo['policy']}` (the returned policy) minus each baseline "
+                  f"(mean, 95% t-interval, seeds where it is better):\n")
             for b in base:
                 line = f"- vs {b['policy']}: grade {paired(ppo.get('scores'), b.get('scores'), higher=True)}"
                 pt = (ppo.get("per_seed") or {}).get("ttft_p99_s")
