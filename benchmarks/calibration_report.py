@@ -207,7 +207,15 @@ def main(argv=None) -> str:
     if a.blis:
         s.append("## Engine profiles on measured vLLM V1 serving (BLIS H100 runs, replayed)\n")
         s.append(EV.__doc__.split("\n\n", 2)[2].strip() + "\n")
-        s.append(EV.markdown(EV.validate(ref, ["vllm-v1", "vllm-2023"])) + "\n")
+        s.append(EV.markdown(EV.validate(ref, ["vllm-v1"])) + "\n")
+        s.append("Other engine profiles, inference-perf replay only:\n")
+        s.append(EV.markdown(EV.validate(ref, ["vllm-2023", "kernel-only"], ("inference-perf",))) + "\n")
+        s.append("One decode step of each single-stage (roleplay) run, `vllm-v1`: by Little's law "
+                 "`batch = rate x (E2E - TTFT)` sequences decode at a mean context of `prompt + output/2`, "
+                 "and a step takes the measured time per generated token (the prompts are cache hits, so "
+                 "the steps carry almost no prefill). The TP2/TP4 rows are the anchors the `vllm-v1` "
+                 "all-reduce latency is fitted on (with the CI's TP4 rows); ms:\n")
+        s.append(md(pd.DataFrame(EV.decode_breakdown(ref)), ".2f") + "\n")
     s.append("## Technique cost figures (model outputs, not measurements)\n")
     s.append("spec x = tokens/s with speculation (alpha 0.8, k 4, context 512) over without; "
              "int dec/pf x = FP16 time / quantized time (decode B1 ctx 1024, prefill 2048).\n")

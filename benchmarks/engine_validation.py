@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
-from inferencegym.sim.calibration.blis import WORKLOADS, BlisRun, load_runs
+from inferencegym.sim.calibration.blis import WORKLOADS, BlisRun, decode_anchors, load_runs
+from inferencegym.sim.execution import ExecutionModel
 from inferencegym.sim.calibration.reference import default_reference_dir
 from inferencegym.workload.inference_perf import InferencePerfSharedPrefix, generate_inference_perf
 
@@ -120,6 +121,33 @@ def markdown(rows: list[dict]) -> str:
             cells += [f"{r['hit_rate_inference-perf']:.3f}", f"{gap:+.2f}"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def decode_breakdown(ref: Path, profile: str = "vllm-v1") -> list[dict]:
+    """One decode step of every single-stage run (its Little's-law batch at its mean context, see
+    ``blis.DecodeAnchor``), measured against the model's parts, ms: GEMMs, decode attention,
+    all-reduces, the rest of the kernels (elementwise, embedding, LM head) and the engine profile's
+    overhead."""
+    rows = []
+    for a in decode_anchors(ref, min_tp=1):
+        m = ExecutionModel.from_preset(model=a.model, gpu="h100-80gb", tensor_parallel=a.tp, engine_profile=profile)
+        k = ExecutionModel.from_preset(model=a.model, gpu="h100-80gb", tensor_parallel=a.tp,
+                                       engine_profile="kernel-only")
+        L, B = m.model.num_layers, a.batch
+        ops = m.layer_op_times_s(float(B))
+        gemm = L * sum(ops[g] for g in m._GEMM_NAMES)
+        attn = L * m.attention_decode_layer_s(B, B * a.context_tokens)
+        ar = L * ops["all_reduce"]
+        ka, kb = k.decode_coeffs(B, 0)
+        kernels = ka + kb * B * a.context_tokens - L * k.layer_op_times_s(float(B))["all_reduce"]
+        ma, mb = m.decode_coeffs(B, 0)
+        total = ma + mb * B * a.context_tokens
+        rows.append({"run": a.experiment.split("-", 2)[-1], "batch": B, "context": round(a.context_tokens),
+                     "measured_ms": 1e3 * a.step_s, "predicted_ms": 1e3 * total, "gemm_ms": 1e3 * gemm,
+                     "attention_ms": 1e3 * attn, "all_reduce_ms": 1e3 * ar,
+                     "other_kernels_ms": 1e3 * (kernels - gemm - attn), "engine_ms": 1e3 * (total - kernels - ar),
+                     "err_pct": 100 * (total / a.step_s - 1)})
+    return rows
 
 
 def main(argv=None) -> int:
