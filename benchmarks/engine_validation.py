@@ -4,10 +4,13 @@
 
 The runs (``../shared/reference/engines/blis-stepml-vllm-h100-gt``): vLLM V1 (v0.15 fork: prefix
 caching and asynchronous scheduling on) on H100 SXM, max_num_batched_tokens 2048, max_num_seqs 128,
-max_model_len 4096; inference-perf ``shared_prefix`` load (settings in
-``inferencegym.sim.calibration.blis.WORKLOADS``, from BLIS's own re-simulation inputs), ``constant``
-stages (general: 8 then 20 req/s, codegen: 5 then 10, 600 s each; roleplay: 6 req/s for 1200 s),
-streaming, ignore_eos. Three replays, each with scheduler ``sarathi`` (2048-token chunks), batch cap
+max_model_len 4096; inference-perf ``shared_prefix`` load, ``constant`` stages (general: 8 then 20
+req/s, codegen: 5 then 10, 600 s each; roleplay: 6 req/s for 1200 s), streaming, ignore_eos. Its
+settings (``inferencegym.sim.calibration.blis.WORKLOADS``: general 9 system prompts x 5 users,
+system 100 + question 447 tokens, output 248; codegen 11 x 4, 100 + 466, 247; roleplay 10 x 5,
+150 + 600, 251; multi-turn chat on) are BLIS's own re-simulation inputs (inference-sim/inference-sim,
+branch ``training``, ``testdata/roofline_goldendataset.json``); how inference-perf turns them into
+requests is its ``datagen/shared_prefix_datagen.py`` (kubernetes-sigs/inference-perf v0.4.0). Three replays, each with scheduler ``sarathi`` (2048-token chunks), batch cap
 128, prefix caching on (16-token blocks, vLLM V1 semantics):
 
 * ``none`` (the replay before prefix caching): Poisson stages, every request at the run's measured
