@@ -8,8 +8,13 @@ random question of ``question_len`` tokens; request number ``d`` of a run sends 
 round again and again, and a prefix-caching server finds all but the last partial block of a
 prompt it served ``N`` requests earlier (when the cache has kept it). With
 ``enable_multi_turn_chat`` the system prompt becomes the user session's context and is prepended
-to the question when the request is sent: the prompt is the same. Lengths are constant (no
-``question_distribution``); the server generates exactly ``output_len`` tokens (``ignore_eos``).
+to the question when the request is sent. (v0.4.0's session code would also append each response
+to that context; but the BLIS runs' mean prompt is system + question tokens, and BLIS's analysis of
+their per-request data reports constant prompt lengths (inference-sim/inference-sim, branch
+``training``, ``docs/plans/fix481-inference-perf-multiturn-plan.md``), so the prompts are modelled
+without growth.) Lengths are
+constant (no ``question_distribution``); the server generates exactly ``output_len`` tokens
+(``ignore_eos``).
 
 Its ``constant`` load type (``loadgen/load_timer.py``, ``ConstantLoadTimer``) sends
 ``int(rate * duration)`` requests per stage at exponential gaps normalised to sum to the stage's
