@@ -3,6 +3,7 @@ inference-perf's does, and the prefix-sharing replay meets the issue's 20 % band
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 
 import numpy as np
@@ -93,6 +94,16 @@ def test_runs_and_anchors_load(reference_dir):
     assert len(runs) == 7 and set(BAND_TPOT) <= set(runs)
     r = runs["llama-2-70b-tp4-roleplay"]
     assert r.tp == 4 and r.output_tokens == 251 and abs(r.prompt_token_scale - 1.05) < 0.01
+    # the settings agree with BLIS's own diagnosis of each run's spec (rate, count, lengths)
+    with open(reference_dir / "engines/blis-stepml-vllm-h100-gt/workload_diagnosis.csv") as f:
+        diag = list(csv.DictReader(f))
+    assert len(diag) == 10
+    for d in diag:
+        w = WORKLOADS[d["workload"]]
+        n = sum(rate * dur for rate, dur in w["stages"])
+        assert n == float(d["spec_num_requests"]) and n / sum(dur for _, dur in w["stages"]) == float(
+            d["spec_arrival_rate_rps"])
+        assert (w["question_tokens"], w["output_tokens"]) == (int(d["spec_question_len"]), int(d["spec_output_len"]))
     anchors = {a.experiment.split("-", 2)[-1]: a for a in decode_anchors(reference_dir)}
     assert set(anchors) == {"llama-2-70b-tp4-roleplay", "codellama-34b-tp2-roleplay"}
     assert anchors["llama-2-70b-tp4-roleplay"].batch == 27
