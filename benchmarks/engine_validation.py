@@ -1,106 +1,166 @@
 """Engine profiles against measured vLLM serving: the BLIS vLLM-V1 H100 runs, replayed on the simulator.
 
-    python benchmarks/engine_validation.py [--profiles vllm-v1 vllm-2023] [--json]
+    python benchmarks/engine_validation.py [--profiles vllm-v1] [--sharing none system inference-perf] [--json]
 
-The runs (``../shared/reference/engines/blis-stepml-vllm-h100-gt``): vLLM V1 (v0.15 fork) on H100
-SXM, chunked prefill (max_num_batched_tokens 2048), max_num_seqs 128, inference-perf load in
-constant-rate Poisson stages (general: 8 then 20 req/s, codegen: 5 then 10, 600 s each; roleplay:
-6 req/s for 1200 s), ignore_eos. Here: the same stages as Poisson arrivals, every request at the
-run's measured mean input and output length, scheduler ``sarathi`` with a 2048-token budget, batch
-cap 128. Measured TPOT is ``(E2E - TTFT) / (output - 1)`` (the README's derived column).
+The runs (``../shared/reference/engines/blis-stepml-vllm-h100-gt``): vLLM V1 (v0.15 fork: prefix
+caching and asynchronous scheduling on) on H100 SXM, max_num_batched_tokens 2048, max_num_seqs 128,
+max_model_len 4096; inference-perf ``shared_prefix`` load, ``constant`` stages (general: 8 then 20
+req/s, codegen: 5 then 10, 600 s each; roleplay: 6 req/s for 1200 s), streaming, ignore_eos. Its
+settings (``inferencegym.sim.calibration.blis.WORKLOADS``: general 9 system prompts x 5 users,
+system 100 + question 447 tokens, output 248; codegen 11 x 4, 100 + 466, 247; roleplay 10 x 5,
+150 + 600, 251; multi-turn chat on) are BLIS's own re-simulation inputs (inference-sim/inference-sim,
+branch ``training``, ``testdata/roofline_goldendataset.json``); how inference-perf turns them into
+requests is its ``datagen/shared_prefix_datagen.py`` (kubernetes-sigs/inference-perf v0.4.0). Three replays, each with scheduler ``sarathi`` (2048-token chunks), batch cap
+128, prefix caching on (16-token blocks, vLLM V1 semantics):
 
-Not reproduced: the workload is shared-prefix multi-turn chat served with prefix caching on (the
-simulator of this branch has no prefix cache, so TTFT is over-predicted by the prefill of the
-shared prefix); length distributions (fixed means here); Mixtral (MoE, not modelled).
+* ``none`` (the replay before prefix caching): Poisson stages, every request at the run's measured
+  mean prompt and output lengths, no block hashes;
+* ``system``: inference-perf's groups and lengths, only the system prompts shared (a fresh question
+  per request);
+* ``inference-perf``: what inference-perf sends: its ``groups x users`` prompts in turn (request
+  ``d`` sends prompt ``d mod N``), so a prompt seen ``N`` requests earlier is a cache hit but for its
+  last partial block (``inferencegym.workload.inference_perf``).
+
+Measured TPOT is per generated token, ``(E2E - TTFT) / (output_len - 1)``: the server generates
+exactly ``output_len`` tokens (ignore_eos), while the README's derived column divides by the
+re-tokenised output count (1-2 % fewer tokens; 18 % fewer for Llama-2-7B). Simulated TPOT is the
+same quantity of the replay. Mixtral (MoE) is not modelled.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 import numpy as np
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
+from inferencegym.sim.calibration.blis import WORKLOADS, BlisRun, decode_anchors, load_runs
+from inferencegym.sim.execution import ExecutionModel
 from inferencegym.sim.calibration.reference import default_reference_dir
+from inferencegym.workload.inference_perf import InferencePerfSharedPrefix, generate_inference_perf
 
-RUNS = "engines/blis-stepml-vllm-h100-gt/gt_summary.csv"
-STAGES = {"general": ((8.0, 600.0), (20.0, 600.0)), "codegen": ((5.0, 600.0), (10.0, 600.0)),
-          "roleplay": ((6.0, 1200.0),)}
-MODELS = {"llama-2-7b": "llama-2-7b", "llama-2-70b": "llama-2-70b", "llama-2-70b-hf": "llama-2-70b",
-          "codellama-34b": "codellama-34b"}
+SHARING = ("none", "system", "inference-perf")
 
 
-def load_runs(ref: Path) -> list[dict]:
-    with open(Path(ref) / RUNS) as f:
-        rows = list(csv.DictReader(f))
-    out = []
-    for r in rows:
-        if r["model"] not in MODELS:
-            continue
-        out.append({"experiment": r["experiment"], "model": MODELS[r["model"]], "tp": int(r["tp"]),
-                    "workload": r["workload"], "input": float(r["input_tokens_mean"]),
-                    "output": float(r["output_tokens_mean"]), "ttft_ms": float(r["ttft_mean_ms"]),
-                    "tpot_ms": float(r["tpot_derived_ms=(e2e-ttft)/(out-1)"])})
-    return out
+def workload_spec(run: BlisRun, reuse_prompts: bool = True) -> InferencePerfSharedPrefix:
+    """The run's inference-perf load, prompt lengths scaled to the measured mean."""
+    return InferencePerfSharedPrefix(**WORKLOADS[run.workload], prompt_token_scale=run.prompt_token_scale,
+                                     reuse_prompts=reuse_prompts)
 
 
-def simulate(run: dict, profile: str, seed: int = 0) -> dict:
+def replay_requests(run: BlisRun, sharing: str, seed: int = 0) -> list[Request]:
+    """The requests of one replay (see the module docstring)."""
     rng = np.random.default_rng(seed)
-    reqs, t0 = [], 0.0
-    p, o = round(run["input"]), round(run["output"])
-    for rate, dur in STAGES[run["workload"]]:
-        t = t0 + np.cumsum(rng.exponential(1.0 / rate, size=int(rate * dur * 1.3) + 10))
-        for x in t[t < t0 + dur]:
-            reqs.append(Request(req_id=len(reqs), arrival_s=float(x), prompt_tokens=p, output_tokens=o))
-        t0 += dur
-    rc = ReplicaConfig(model=run["model"], gpu="h100-80gb", tensor_parallel=run["tp"], scheduler="sarathi",
-                       chunk_size=2048, batch_cap=128, engine_profile=profile)
+    if sharing == "none":
+        reqs, t0 = [], 0.0
+        p, o = round(run.input_tokens), round(run.output_tokens_counted)
+        for rate, dur in WORKLOADS[run.workload]["stages"]:
+            t = t0 + np.cumsum(rng.exponential(1.0 / rate, size=int(rate * dur * 1.3) + 10))
+            for x in t[t < t0 + dur]:
+                reqs.append(Request(req_id=len(reqs), arrival_s=float(x), prompt_tokens=p, output_tokens=o))
+            t0 += dur
+        return reqs
+    if sharing not in SHARING:
+        raise ValueError(f"unknown sharing {sharing!r}; valid: {', '.join(SHARING)}")
+    return generate_inference_perf(workload_spec(run, sharing == "inference-perf"), rng).to_requests()
+
+
+def simulate(run: BlisRun, profile: str, sharing: str = "inference-perf", seed: int = 0) -> dict:
+    """Mean TTFT and TPOT (ms) of one replay, and its prefix-cache hit rate (cached / prompt tokens)."""
+    reqs = replay_requests(run, sharing, seed)
+    rc = ReplicaConfig(model=run.model, gpu="h100-80gb", tensor_parallel=run.tp, scheduler="sarathi",
+                       chunk_size=2048, batch_cap=128, engine_profile=profile, prefix_caching=True)
     cl = Cluster(ClusterConfig(replica=rc, num_replicas=1), rng=np.random.default_rng(seed))
     cl.submit(reqs)
     cl.drain()
     res = cl.results()
     ok = ~res["rejected"]
     ttft = res["ttft_s"][ok]
+    o = reqs[0].output_tokens
     tpot = (res["e2e_s"][ok] - ttft) / (o - 1)
-    return {"ttft_ms": 1e3 * float(np.mean(ttft)), "tpot_ms": 1e3 * float(np.mean(tpot)), "requests": len(reqs)}
+    hit = sum(r.cached_tokens for r in reqs) / sum(r.prompt_tokens for r in reqs)
+    return {"ttft_ms": 1e3 * float(np.mean(ttft)), "tpot_ms": 1e3 * float(np.mean(tpot)),
+            "hit_rate": float(hit), "requests": len(reqs)}
 
 
-def validate(ref: Path, profiles, on_row=None) -> list[dict]:
-    """One row per (run, profile): measured and simulated TTFT and TPOT means."""
+def validate(ref: Path, profiles=("vllm-v1",), sharings=SHARING, on_row=None, runs=None) -> list[dict]:
+    """One row per (run, profile): measured TTFT and TPOT means and each replay's (``sim_<sharing>``)."""
     rows = []
     for run in load_runs(ref):
+        if runs is not None and run.name not in runs:
+            continue
         for prof in profiles:
-            s = simulate(run, prof)
-            rows.append({"run": run["experiment"].split("-", 2)[-1], "profile": prof,
-                         "ttft_ms_measured": run["ttft_ms"], "ttft_ms_sim": s["ttft_ms"],
-                         "tpot_ms_measured": run["tpot_ms"], "tpot_ms_sim": s["tpot_ms"],
-                         "tpot_err_pct": 100 * (s["tpot_ms"] / run["tpot_ms"] - 1),
-                         "ttft_err_pct": 100 * (s["ttft_ms"] / run["ttft_ms"] - 1)})
+            row = {"run": run.name, "profile": prof, "ttft_ms_measured": run.ttft_ms,
+                   "tpot_ms_measured": run.tpot_ms, "tpot_ms_readme": run.tpot_derived_ms}
+            for sh in sharings:
+                s = simulate(run, prof, sh)
+                row[f"ttft_ms_{sh}"] = s["ttft_ms"]
+                row[f"tpot_ms_{sh}"] = s["tpot_ms"]
+                row[f"hit_rate_{sh}"] = s["hit_rate"]
+                row[f"ttft_err_pct_{sh}"] = 100 * (s["ttft_ms"] / run.ttft_ms - 1)
+                row[f"tpot_err_pct_{sh}"] = 100 * (s["tpot_ms"] / run.tpot_ms - 1)
+            rows.append(row)
             if on_row:
-                on_row(rows[-1])
+                on_row(row)
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| run | profile | TTFT ms measured | TTFT ms sim | TTFT err % | TPOT ms measured | TPOT ms sim | TPOT err % |",
-           "|---|---|---|---|---|---|---|---|"]
+    sh = [s for s in SHARING if f"ttft_ms_{s}" in rows[0]]
+    head = (["run", "profile", "TTFT ms measured"] + [f"TTFT ms {s} (err %)" for s in sh]
+            + ["TPOT ms measured (README)"] + [f"TPOT ms {s} (err %)" for s in sh])
+    if "inference-perf" in sh:
+        head += ["hit rate inference-perf", "TTFT gap / sim TPOT"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        out.append(f"| {r['run']} | {r['profile']} | {r['ttft_ms_measured']:.1f} | {r['ttft_ms_sim']:.1f} | "
-                   f"{r['ttft_err_pct']:+.0f} | {r['tpot_ms_measured']:.2f} | {r['tpot_ms_sim']:.2f} | "
-                   f"{r['tpot_err_pct']:+.0f} |")
+        cells = [r["run"], r["profile"], f"{r['ttft_ms_measured']:.1f}"]
+        cells += [f"{r[f'ttft_ms_{s}']:.1f} ({r[f'ttft_err_pct_{s}']:+.0f})" for s in sh]
+        cells.append(f"{r['tpot_ms_measured']:.2f} ({r['tpot_ms_readme']:.2f})")
+        cells += [f"{r[f'tpot_ms_{s}']:.2f} ({r[f'tpot_err_pct_{s}']:+.0f})" for s in sh]
+        if "inference-perf" in sh:
+            gap = (r["ttft_ms_measured"] - r["ttft_ms_inference-perf"]) / r["tpot_ms_inference-perf"]
+            cells += [f"{r['hit_rate_inference-perf']:.3f}", f"{gap:+.2f}"]
+        out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def decode_breakdown(ref: Path, profile: str = "vllm-v1") -> list[dict]:
+    """One decode step of every single-stage run (its Little's-law batch at its mean context, see
+    ``blis.DecodeAnchor``), measured against the model's parts, ms: GEMMs, decode attention,
+    all-reduces, the rest of the kernels (elementwise, embedding, LM head) and the engine profile's
+    overhead."""
+    rows = []
+    for a in decode_anchors(ref, min_tp=1):
+        m = ExecutionModel.from_preset(model=a.model, gpu="h100-80gb", tensor_parallel=a.tp, engine_profile=profile)
+        k = ExecutionModel.from_preset(model=a.model, gpu="h100-80gb", tensor_parallel=a.tp,
+                                       engine_profile="kernel-only")
+        L, B = m.model.num_layers, a.batch
+        ops = m.layer_op_times_s(float(B))
+        gemm = L * sum(ops[g] for g in m._GEMM_NAMES)
+        attn = L * m.attention_decode_layer_s(B, B * a.context_tokens)
+        ar = L * ops["all_reduce"]
+        ka, kb = k.decode_coeffs(B, 0)
+        kernels = ka + kb * B * a.context_tokens - L * k.layer_op_times_s(float(B))["all_reduce"]
+        ma, mb = m.decode_coeffs(B, 0)
+        total = ma + mb * B * a.context_tokens
+        rows.append({"run": a.experiment.split("-", 2)[-1], "batch": B, "context": round(a.context_tokens),
+                     "measured_ms": 1e3 * a.step_s, "predicted_ms": 1e3 * total, "gemm_ms": 1e3 * gemm,
+                     "attention_ms": 1e3 * attn, "all_reduce_ms": 1e3 * ar,
+                     "other_kernels_ms": 1e3 * (kernels - gemm - attn), "engine_ms": 1e3 * (total - kernels - ar),
+                     "err_pct": 100 * (total / a.step_s - 1)})
+    return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reference-dir", type=Path, default=default_reference_dir())
-    ap.add_argument("--profiles", nargs="+", default=["vllm-v1", "vllm-2023", "kernel-only"])
+    ap.add_argument("--profiles", nargs="+", default=["vllm-v1"])
+    ap.add_argument("--sharing", nargs="+", default=list(SHARING), choices=SHARING)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    rows = validate(a.reference_dir, a.profiles,
+    rows = validate(a.reference_dir, a.profiles, a.sharing,
                     on_row=(lambda r: print(json.dumps(r), flush=True)) if a.json else None)
     if not a.json:
         print(markdown(rows))

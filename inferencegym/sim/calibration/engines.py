@@ -4,16 +4,21 @@
   scheduling), see ``fit.fit_engine``.
 * ``vllm-v1``: today's vLLM (V1 engine: piecewise CUDA graphs, asynchronous scheduling, its own
   all-reduce kernel for small tensor-parallel messages), fitted on the fixed-batch latencies of
-  vLLM's performance CI (``VLLM_CI_LATENCY``): a fixed per-iteration cost (the TP1 rows) and the
-  engine's all-reduce latency (the TP4 rows); the per-sequence cost is not identifiable from
-  batch-8 runs and is set (``VLLM_V1_PER_SEQ_S``, 10 us).
+  vLLM's performance CI (``VLLM_CI_LATENCY``) and the decode steps of the BLIS vLLM-V1 (v0.15)
+  H100 serving runs (``blis.decode_anchors``): a fixed per-iteration cost (the TP1 CI rows, where
+  no all-reduce runs) and the engine's all-reduce latency (every row at TP > 1: the CI's TP4 rows
+  and the BLIS TP2/TP4 anchors); the per-sequence cost is not identifiable from batch-8 runs and is
+  set (``VLLM_V1_PER_SEQ_S``, 10 us).
 * ``kernel-only``: zero overhead (kernel profiles).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from inferencegym.sim.calibration.blis import DecodeAnchor
 from inferencegym.sim.execution import EngineParams, ExecutionModel
 
 # vLLM performance CI, fixed-batch latency test (``benchmark_latency``: 8 prompts of 32 tokens,
@@ -46,25 +51,43 @@ AR_LATENCY_GRID_S = tuple(float(x) for x in np.geomspace(2e-6, 60e-6, 121))
 """Candidate all-reduce latencies of the engine's own kernel (2-60 us, log-spaced)."""
 
 
-def fit_vllm_v1(make_model) -> EngineParams:
-    """``make_model(model, gpu, tp, engine)`` -> ExecutionModel with ``engine``'s overhead. For each
-    candidate all-reduce latency, the fixed per-iteration cost is the least-squares (relative error,
-    >= 0) fit of the remaining gap; the pair with the smallest relative error wins. The per-layer
-    cost is not identifiable next to the all-reduce latency on these rows (0); the per-sequence cost
-    is set (``VLLM_V1_PER_SEQ_S``)."""
-    meas = np.array([r[-1] for r in VLLM_CI_LATENCY])
-    iters = np.array([r[5] for r in VLLM_CI_LATENCY], float)  # one prefill + (output - 1) decodes
-    best = None
-    for lat in AR_LATENCY_GRID_S:
-        eng = EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=VLLM_V1_PER_SEQ_S,
-                           per_token_s=0.0, kernel_slowdown_per_token=0.0, allreduce_latency_s=lat)
-        base = np.array([fixed_batch_latency_s(make_model(mo, g, tp, eng), b, p, o)
-                         for mo, g, tp, b, p, o, _ in VLLM_CI_LATENCY])
-        x, y = iters / meas, (meas - base) / meas
-        fixed = max(0.0, float(x @ y / (x @ x)))
-        err = float(np.sum((x * fixed - y) ** 2))
-        if best is None or err < best[0]:
-            best = (err, lat, fixed)
-    _, lat, fixed = best
+def decode_step_s(m: ExecutionModel, anchor: DecodeAnchor) -> float:
+    """Predicted pure-decode iteration of ``anchor``'s batch at its mean context."""
+    a, b = m.decode_coeffs(anchor.batch, 0)
+    return a + b * anchor.batch * anchor.context_tokens
+
+
+def _v1(fixed: float, lat: float | None) -> EngineParams:
     return EngineParams(fixed_s=fixed, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=VLLM_V1_PER_SEQ_S,
                         per_token_s=0.0, kernel_slowdown_per_token=0.0, allreduce_latency_s=lat)
+
+
+def fit_vllm_v1(make_model, anchors: Sequence[DecodeAnchor] = ()) -> EngineParams:
+    """``make_model(model, gpu, tp, engine)`` -> ExecutionModel with ``engine``'s overhead.
+
+    1. The fixed per-iteration cost: least squares (relative error, >= 0) on the TP1 CI rows, which
+       run no all-reduce.
+    2. The engine's all-reduce latency: the candidate of ``AR_LATENCY_GRID_S`` with the smallest sum
+       of squared relative errors over every row at TP > 1 (the CI's TP4 rows and ``anchors``, the
+       BLIS decode steps at TP2 and TP4), each row weighted alike.
+
+    The per-layer cost is not identifiable next to the all-reduce latency on these rows (0); the
+    per-sequence cost is set (``VLLM_V1_PER_SEQ_S``)."""
+    tp1 = [r for r in VLLM_CI_LATENCY if r[2] == 1]
+    meas = np.array([r[-1] for r in tp1])
+    iters = np.array([r[5] for r in tp1], float)  # one prefill + (output - 1) decodes
+    base = np.array([fixed_batch_latency_s(make_model(mo, g, tp, _v1(0.0, None)), b, p, o)
+                     for mo, g, tp, b, p, o, _ in tp1])
+    x, y = iters / meas, (meas - base) / meas
+    fixed = max(0.0, float(x @ y / (x @ x)))
+    multi = [r for r in VLLM_CI_LATENCY if r[2] > 1]
+    best = None
+    for lat in AR_LATENCY_GRID_S:
+        eng = _v1(fixed, lat)
+        err = sum((fixed_batch_latency_s(make_model(mo, g, tp, eng), b, p, o) / ms - 1.0) ** 2
+                  for mo, g, tp, b, p, o, ms in multi)
+        err += sum((decode_step_s(make_model(a.model, "h100-80gb", a.tp, eng), a) / a.step_s - 1.0) ** 2
+                   for a in anchors if a.tp > 1)
+        if best is None or err < best[0]:
+            best = (err, lat)
+    return _v1(fixed, best[1])

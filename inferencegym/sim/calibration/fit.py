@@ -15,7 +15,8 @@ Stages (scipy.optimize.least_squares on log(predicted/measured), soft-L1 loss):
    (``gpu_fit``);
 6. engine profiles: ``vllm-2023`` (fixed, per layer, per layer and extra GPU, per sequence, per
    token, kernel slowdown) on SplitwiseSim's end-to-end times except the held-out rows, and
-   ``vllm-v1`` on vLLM's performance-CI latencies (``engines``), kernels fixed.
+   ``vllm-v1`` on vLLM's performance-CI latencies and the BLIS vLLM-V1 H100 decode steps at TP > 1
+   (``engines``, ``blis``), kernels fixed.
 
 Uncalibrated GPUs (spec-sheet presets) use the mean of the A100 and H100 efficiencies.
 """
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from inferencegym.sim.calibration import reference as R
+from inferencegym.sim.calibration.blis import decode_anchors
 from inferencegym.sim.calibration.engines import fit_vllm_v1
 from inferencegym.sim.calibration.gpu_fit import fit_attention_rows, fit_gpu_profile
 from inferencegym.sim.calibration.stages import (  # noqa: F401  (re-exported for evaluate, tests, the CLI)
@@ -103,7 +105,7 @@ def fit_all(ref: Path, progress=None) -> dict:
                  if f.startswith("attn_")}
     engine = fit_engine(R.splitwise_times(ref), {g: _kernel_with(k, **attn_2023) for g, k in kernels.items()})
     step("engine overhead vllm-v1")
-    v1 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, kernels[g], eng))
+    v1 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, kernels[g], eng), decode_anchors(ref))
 
     def strip(k: KernelParams) -> dict:
         d = k.to_dict()
@@ -116,7 +118,8 @@ def fit_all(ref: Path, progress=None) -> dict:
         "description": "Fitted by python -m inferencegym.sim.calibration.fit on Vidur profiles "
                        "(A100/H100 kernels, all-reduce), the measured H200 Llama-2-7B rows (H200 "
                        "kernels, Hopper attention), SplitwiseSim end-to-end times (engine profile "
-                       "vllm-2023) and vLLM performance-CI latencies (engine profile vllm-v1).",
+                       "vllm-2023), vLLM performance-CI latencies and the BLIS vLLM-V1 H100 decode "
+                       "steps at TP2/TP4 (engine profile vllm-v1).",
         "heldout_vidur": [list(h) for h in HELDOUT_VIDUR],
         "heldout_splitwise": [list(h) for h in HELDOUT_SPLITWISE],
         "gpus": {g: strip(kernels[g]) for g in CALIBRATED_GPUS},
