@@ -24,7 +24,7 @@ BEFORE = {"cluster_routing": (1248, "bac496b96f9aa092"),
           "cluster_heterogeneous": (2272, "75f112632d7e052e"),
           "cluster_bursty_multitenant": (1055, "1d191862da428202"),
           "static_workload": (1138, "5fda0b67aa954890"),  # at its 5.6 req/s (issue 15: vllm-v1)
-          "bursty_workload": (668, "11f116c79d607195"),  # 0.6 / 7.5 req/s (vllm-v1)
+          "bursty_workload": (704, "ca2ab8c0ddfc7c65"),  # 1.9 / 7.6 req/s (vllm-v1)
           "adversarial_multitenant": (660, "9f055a1d1ea98c7d")}  # at its 3.4 req/s (vllm-v1)
 
 
