@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -270,15 +271,35 @@ def test_simulate_cli_engine_profile_and_calibration_error_in_json():
 
 
 def test_task_engine_profile_reaches_the_replicas():
-    import numpy as np
-
     from inferencegym.envs.serve_env import LLMServeEnv
     from inferencegym.tasks.adapter import make_cluster
     from inferencegym.tasks.spec import get_task
 
     single = LLMServeEnv("static_workload")
-    assert single.task.engine_profile == "vllm-2023"  # loads and SLOs were set against that engine
+    assert single.task.engine_profile == "vllm-v1"  # loads re-derived against today's engine
     cl, _ = single._make_cluster(np.random.default_rng(0))
-    assert {r.model.engine_profile for r in cl.replicas} == {"vllm-2023"}
+    assert {r.model.engine_profile for r in cl.replicas} == {"vllm-v1"}
+    # a task that names another engine gets it on every replica
+    old = LLMServeEnv(dataclasses.replace(get_task("adversarial_multitenant"), engine_profile="vllm-2023"))
+    cl, _ = old._make_cluster(np.random.default_rng(0))
+    assert len(cl.replicas) == 2 and {r.model.engine_profile for r in cl.replicas} == {"vllm-2023"}
     cluster = make_cluster(get_task("cluster_heterogeneous"), np.random.default_rng(0))
     assert {r.model.engine_profile for r in cluster.replicas} == {"vllm-v1"}  # capacities re-measured
+
+
+@pytest.mark.parametrize("task_id,share", [("static_workload", 0.67), ("bursty_workload", 0.79),
+                                           ("adversarial_multitenant", 0.71)])
+def test_single_task_loads_are_the_stated_share_of_measured_capacity(task_id, share):
+    """The single-agent tasks run the default engine and offer the share of one replica's measured
+    capacity that inferencegym/tasks/single.py states (benchmarks/cluster_capacity.py --single);
+    an engine refit that moves capacity moves this share, and the loads must follow."""
+    from inferencegym.envs.serve_env import nominal_rates
+    from inferencegym.tasks.capacity import measure_capacity_rps
+    from inferencegym.tasks.spec import get_task
+
+    t = get_task(task_id)
+    assert t.engine_profile == DEFAULT_ENGINE_PROFILE
+    cap = float(np.median([measure_capacity_rps(t, t.gpu, t.tensor_parallel, seed=k, duration_s=120.0)
+                           for k in (0, 1)]))
+    offered = nominal_rates(t)[0] - t.workload.mega_prompt_rate_per_s
+    assert offered / (cap * t.replicas) == pytest.approx(share, abs=0.04)

@@ -23,9 +23,9 @@ from inferencegym.tasks.spec import PrefixSharingSpec, WorkloadSpec, get_task, t
 BEFORE = {"cluster_routing": (1248, "bac496b96f9aa092"),
           "cluster_heterogeneous": (2272, "75f112632d7e052e"),
           "cluster_bursty_multitenant": (1055, "1d191862da428202"),
-          "static_workload": (492, "f458c02cbc89a87d"),  # at its 2.4 req/s (issue 15 refit)
-          "bursty_workload": (703, "6bc54ad73a23eed6"),
-          "adversarial_multitenant": (565, "35b3b75c26b8ae26")}  # at its 2.8 req/s (engine refit)
+          "static_workload": (1138, "5fda0b67aa954890"),  # at its 5.6 req/s (issue 15: vllm-v1)
+          "bursty_workload": (704, "ca2ab8c0ddfc7c65"),  # 1.9 / 7.6 req/s (vllm-v1)
+          "adversarial_multitenant": (660, "9f055a1d1ea98c7d")}  # at its 3.4 req/s (vllm-v1)
 
 
 def _digest(reqs) -> str:

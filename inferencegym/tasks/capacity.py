@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from inferencegym.tasks.adapter import build_requests, make_cluster
-from inferencegym.tasks.spec import TaskSpec
+from inferencegym.tasks.spec import ClusterOptions, TaskSpec
 
 
 def measure_capacity_rps(spec: TaskSpec, gpu: str, tensor_parallel: int, *, seed: int = 0,
@@ -17,12 +17,14 @@ def measure_capacity_rps(spec: TaskSpec, gpu: str, tensor_parallel: int, *, seed
     One replica with the task's initial knobs is fed the task's request lengths as a Poisson stream
     at ``overload_rps`` (several times its capacity, so its queue never empties) for ``duration_s``;
     capacity = requests completed per second after the first quarter (warm-up). Used to produce the
-    ``capacity_rps`` constants (``benchmarks/cluster_capacity.py``). Prefix-sharing workloads run
+    ``capacity_rps`` constants of the cluster tasks and the loads of the single-agent tasks
+    (``benchmarks/cluster_capacity.py [--single]``). Prefix-sharing workloads run
     with prefix caching on (the simulator's default): all their prefixes meet on the one replica,
     in its one cache.
     """
+    options = spec.cluster if spec.cluster is not None else ClusterOptions()  # single-agent tasks
     one = dataclasses.replace(spec, replicas=1, cluster=dataclasses.replace(
-        spec.cluster, replica_hardware=((gpu, tensor_parallel),)))
+        options, replica_hardware=((gpu, tensor_parallel),)))
     rng = np.random.default_rng(seed)
     # Overload: a long Poisson stream at a high rate; capacity = completions per second while busy.
     # A prefix-sharing workload keeps its sessions (and so its cache hits) at the overload rate.
