@@ -175,6 +175,23 @@ class BCSettings(_Strict):
     value_warmup: bool = Field(default=True, description="also fit the value function to the "
                                "demonstrations' discounted returns (a critic that knows the cloned "
                                "policy's worth; without it PPO's first updates undo the cloning)")
+    dagger_rounds: int = Field(
+        default=0, ge=0, description="DAgger (Ross et al. 2011, rl/dagger.py) after the cloning: each "
+        "round rolls out the current student on fresh training seeds, labels every visited state "
+        "with the baseline's action (a privileged baseline on the privileged env, the student on its "
+        "own observation), adds them to the data and trains on it again. 0: plain BC (single-agent "
+        "env only)")
+    dagger_episodes: int | None = Field(
+        default=None, ge=1, description="student episodes per DAgger round (default: bc.episodes); "
+        "round r uses seeds after the demonstrations' and earlier rounds' (bc.seed + episodes + ...)")
+    dagger_beta: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="beta mixture: in round r the baseline's action is "
+        "executed instead of the student's at each step with probability dagger_beta ** r (Ross et "
+        "al.'s beta_i = p^(i-1), their first round being the cloning); 0: the student alone acts")
+    dagger_student: Literal["greedy", "sample"] = Field(
+        default="greedy", description="how the student acts in DAgger rollouts: 'greedy' (the mode: "
+        "the states the returned warm start visits when evaluated, selected and served) or 'sample' "
+        "(from its action distribution, numpy Generator seeded from bc.seed: the states PPO samples)")
 
 
 class FineTuneSettings(_Strict):
@@ -301,6 +318,9 @@ class TrainConfig(_Strict):
         if self.env == "cluster" and any(m.model_config_.get("history_windows") for m in self.modules.values()):
             raise ValueError("model_config.history_windows is for env: single (the router sees a load trend "
                              "feature of its own)")
+        if self.env == "cluster" and self.bc.dagger_rounds > 0:
+            raise ValueError("bc.dagger_rounds is for env: single (the privileged teacher's task); set it "
+                             "to 0 for cluster configs")
         if self.env == "single" and self.trainable not in (None, ["default_policy"]):
             raise ValueError("trainable is only for env: cluster")
         if self.fine_tune.entropy_knob_scale and self.env != "single":
