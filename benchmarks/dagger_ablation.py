@@ -4,7 +4,8 @@ clairvoyant teacher, K=4 windows of history) against the same clone followed by 
 and ``best_static`` on the same seeds; paired differences per seed (Student-t 95 % intervals).
 
     OMP_NUM_THREADS=1 python benchmarks/dagger_ablation.py --task adversarial_multitenant \\
-        --rounds 0 1 2 3 --episodes 5 --out benchmarks/results/dagger_ablation.json
+        --rounds 0 1 2 3 --students greedy sample --episodes 20 --head 5 \\
+        --out benchmarks/results/dagger_ablation.json
 
 ``--students greedy sample`` and ``--betas 0 0.5`` add variants (each with every round count > 0).
 """
@@ -51,6 +52,8 @@ def main() -> None:
     ap.add_argument("--betas", type=float, nargs="+", default=[0.0])
     ap.add_argument("--episodes", type=int, default=5, help="validation episodes per policy")
     ap.add_argument("--seed", type=int, default=VALIDATION_SEED)
+    ap.add_argument("--head", type=int, default=0, help="also summarise the first HEAD seeds alone "
+                    "(e.g. --episodes 20 --head 5: seeds 500..519 and 500..504 from one run)")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="config override a.b=v")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -92,6 +95,13 @@ def main() -> None:
             bc_scores = r["scores"]
         elif bc_scores is not None:
             row["vs_bc"] = paired(r["scores"], bc_scores)
+        if 1 < args.head < len(r["scores"]):
+            h = args.head
+            row[f"first_{h}"] = {"score_mean": float(np.mean(r["scores"][:h])),
+                                 "vs_best_static": paired(r["scores"][:h], refs["best_static"][:h]),
+                                 "vs_teacher": paired(r["scores"][:h], refs[base.bc.baseline][:h])}
+            if n > 0 and bc_scores is not None:
+                row[f"first_{h}"]["vs_bc"] = paired(r["scores"][:h], bc_scores[:h])
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "rounds"}), flush=True)
     record = {"command": " ".join(sys.argv), "task": args.task, "val_seed": args.seed, "episodes": args.episodes,
