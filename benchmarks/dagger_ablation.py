@@ -7,7 +7,8 @@ and ``best_static`` on the same seeds; paired differences per seed (Student-t 95
         --rounds 0 1 2 3 --students greedy sample --episodes 20 --head 5 \\
         --out benchmarks/results/dagger_ablation.json
 
-``--students greedy sample`` and ``--betas 0 0.5`` add variants (each with every round count > 0).
+``--students greedy sample``, ``--betas 0 0.5`` and ``--retrains continue scratch`` add variants (each
+with every round count > 0).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--students", nargs="+", default=["greedy"], choices=["greedy", "sample"])
     ap.add_argument("--betas", type=float, nargs="+", default=[0.0])
+    ap.add_argument("--retrains", nargs="+", default=["continue"], choices=["continue", "scratch"])
     ap.add_argument("--episodes", type=int, default=5, help="validation episodes per policy")
     ap.add_argument("--seed", type=int, default=VALIDATION_SEED)
     ap.add_argument("--head", type=int, default=0, help="also summarise the first HEAD seeds alone "
@@ -69,13 +71,14 @@ def main() -> None:
         rows.append({"policy": ref, "score_mean": r["score_mean"], "score_ci95": r["score_ci95"],
                      "scores": r["scores"], "eval_s": round(time.perf_counter() - t, 1)})
         print(json.dumps(rows[-1]), flush=True)
-    variants = [(0, "greedy", 0.0)] if 0 in args.rounds else []
-    variants += [(n, s, b) for s in args.students for b in args.betas for n in args.rounds if n > 0]
+    variants = [(0, "greedy", 0.0, "continue")] if 0 in args.rounds else []
+    variants += [(n, s, b, rt) for rt in args.retrains for s in args.students for b in args.betas
+                 for n in args.rounds if n > 0]
     bc_scores = None
-    for n, student, beta in variants:
+    for n, student, beta, retrain in variants:
         cfg = base.with_overrides(sets=[f"bc.dagger_rounds={n}", f"bc.dagger_student={student}",
-                                        f"bc.dagger_beta={beta}"])
-        name = "bc" if n == 0 else f"bc + dagger {n} ({student}, beta {beta:g})"
+                                        f"bc.dagger_beta={beta}", f"bc.dagger_retrain={retrain}"])
+        name = "bc" if n == 0 else f"bc + dagger {n} ({student}, beta {beta:g}, {retrain})"
         with tempfile.TemporaryDirectory() as tmp:
             t = time.perf_counter()
             paths = warm_start(cfg, out_dir=tmp)
@@ -86,7 +89,7 @@ def main() -> None:
             t = time.perf_counter()
             r = evaluate_one(pol, args.task, episodes=args.episodes, seed=args.seed, name=name)
             eval_s = time.perf_counter() - t
-        row = {"policy": name, "dagger_rounds": n, "student": student, "beta": beta,
+        row = {"policy": name, "dagger_rounds": n, "student": student, "beta": beta, "retrain": retrain,
                "score_mean": r["score_mean"], "score_ci95": r["score_ci95"], "scores": r["scores"],
                "warm_start_s": round(train_s, 1), "eval_s": round(eval_s, 1), "rounds": per_round,
                "vs_best_static": paired(r["scores"], refs["best_static"]),

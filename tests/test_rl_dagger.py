@@ -108,6 +108,22 @@ def test_one_round_adds_the_students_states_labelled_by_the_privileged_teacher(t
     assert rec["rounds"][0]["samples_added"] == 3 and rec["rounds"][0]["seeds"] == [10_001, 10_001]
 
 
+def test_scratch_retraining_restarts_each_round_from_the_initial_weights(tmp_path, monkeypatch):
+    starts = []
+    real_train = bc.bc_train
+
+    def spy(module, observations, actions, **kw):
+        starts.append((weights(module), len(actions)))
+        return real_train(module, observations, actions, **kw)
+
+    monkeypatch.setattr(bc, "bc_train", spy)
+    bc.warm_start(tiny_cfg("bc.dagger_rounds=2", "bc.dagger_retrain=scratch"), out_dir=tmp_path)
+    assert [n for _, n in starts] == [3, 6, 9]
+    assert_same(starts[1][0], starts[0][0])
+    assert_same(starts[2][0], starts[0][0])
+    assert json.loads((tmp_path / "dagger.json").read_text())["retrain"] == "scratch"
+
+
 def test_relabelled_rollout_labels_what_the_teacher_sees_and_mixes_with_beta():
     """The teacher is called on the very observation the student is trained on, with the privileged
     info of that state; beta mixes in the teacher's actions, drawn from the Generator only."""

@@ -200,10 +200,11 @@ def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple
 
 
 def _dagger(cfg: Any, module: Any, teacher: Any, env: Any, obs: list, acts: list, *, value_targets: bool,
-            out: Path) -> list[float]:
+            out: Path, init_state: dict) -> list[float]:
     """``bc.dagger_rounds`` rounds of DAgger (:mod:`inferencegym.rl.dagger`) after the cloning: the
     student's visited states, labelled by the teacher, join the data, and the module trains on all
-    of it again (continuing from its weights, ``bc.epochs`` epochs, minibatch seed ``cfg.seed + r``).
+    of it again for ``bc.epochs`` epochs (minibatch seed ``cfg.seed + r``), continuing from its
+    weights or, with ``bc.dagger_retrain: scratch``, from its initial weights ``init_state``.
     Value targets: only the student's states, with their returns under the student: PPO starts
     from the student, and a privileged teacher's returns overstate what the student can reach.
     Writes ``dagger.json`` (per round: seeds, samples, the student's agreement with the teacher,
@@ -225,6 +226,8 @@ def _dagger(cfg: Any, module: Any, teacher: Any, env: Any, obs: list, acts: list
         acts += roll.labels
         if rets is not None:
             rets += [float(x) for x in discounted_returns(roll.rewards, roll.episode_ends, cfg.ppo.gamma)]
+        if b.dagger_retrain == "scratch":
+            module.load_state_dict(init_state)
         round_losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
                                 seed=cfg.seed + r, returns=rets)
         losses += round_losses
@@ -235,7 +238,8 @@ def _dagger(cfg: Any, module: Any, teacher: Any, env: Any, obs: list, acts: list
                        "student_mean_return": float(np.mean(roll.episode_returns())),
                        "final_loss": round_losses[-1]})
     (out / "dagger.json").parent.mkdir(parents=True, exist_ok=True)
-    (out / "dagger.json").write_text(json.dumps({"student": b.dagger_student, "rounds": rounds}, indent=2))
+    (out / "dagger.json").write_text(json.dumps({"student": b.dagger_student, "retrain": b.dagger_retrain,
+                                                 "rounds": rounds}, indent=2))
     return losses
 
 
@@ -271,10 +275,12 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     module = RLModuleSpec(module_class=module_class(m.type), observation_space=obs_space,
                           action_space=act_space, model_config=dict(m.model_config_)).build()
     returns = discounted_returns(rews, ends, cfg.ppo.gamma) if b.value_warmup else None
+    init = {k: v.detach().clone() for k, v in module.state_dict().items()} if b.dagger_rounds else None
     losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
                       seed=cfg.seed, returns=returns)
     if b.dagger_rounds and cfg.env == "single":  # the config refuses DAgger on cluster envs
-        losses += _dagger(cfg, module, baseline, e, obs, acts, value_targets=returns is not None, out=out)
+        losses += _dagger(cfg, module, baseline, e, obs, acts, value_targets=returns is not None, out=out,
+                          init_state=init)
     path = out / mid
     module.save_to_path(str(path))
     (out / "bc_losses.txt").write_text("\n".join(f"{x:.6f}" for x in losses) + "\n")

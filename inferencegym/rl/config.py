@@ -191,7 +191,10 @@ class BCSettings(_Strict):
     dagger_student: Literal["greedy", "sample"] = Field(
         default="greedy", description="how the student acts in DAgger rollouts: 'greedy' (the mode: "
         "the states the returned warm start visits when evaluated, selected and served) or 'sample' "
-        "(from its action distribution, numpy Generator seeded from bc.seed: the states PPO samples)")
+        "(from its action distribution, numpy Generator seeded from the config seed: the states PPO samples)")
+    dagger_retrain: Literal["continue", "scratch"] = Field(
+        default="continue", description="each round trains on all the data 'continue'-ing from the "
+        "student's weights, or from the module's initial weights ('scratch', as in Ross et al.)")
 
 
 class FineTuneSettings(_Strict):
