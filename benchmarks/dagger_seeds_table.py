@@ -43,8 +43,10 @@ def main() -> None:
     per_seed: dict[tuple, dict[int, list[float]]] = {}
     refs: dict[str, list[float]] = {}
     seeds = []
+    windows = set()
     for f in args.files:
         rec = json.loads(f.read_text())
+        windows.add(rec.get("history_windows", 0))
         seed = int(next((s.split("=")[1] for s in rec["command"].split() if s.startswith("seed=")), 0))
         seeds.append(seed)
         for row in rec["rows"]:
@@ -62,7 +64,7 @@ def main() -> None:
         means = [float(np.mean(by_seed[s])) for s in common]
         diffs = [float(np.mean(np.asarray(by_seed[s]) - np.asarray(bc[s]))) for s in common]
         vs_bs = [float(np.mean(np.asarray(by_seed[s]) - np.asarray(refs["best_static"]))) for s in common]
-        label = "BC (K=4)" if k[0] == 0 else f"BC + DAgger {k[0]} ({k[1]}, beta {k[2]:g}, {k[3]})"
+        label = f"BC (K={'/'.join(map(str, sorted(windows)))})" if k[0] == 0 else f"BC + DAgger {k[0]} ({k[1]}, beta {k[2]:g}, {k[3]})"
         print(f"| {label} | {np.mean(means):.3f} (per seed {', '.join(f'{m:.3f}' for m in means)}) | "
               f"{interval(diffs) if k[0] else ''} | {interval(vs_bs)} |")
 
