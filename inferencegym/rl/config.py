@@ -175,27 +175,17 @@ class BCSettings(_Strict):
     value_warmup: bool = Field(default=True, description="also fit the value function to the "
                                "demonstrations' discounted returns (a critic that knows the cloned "
                                "policy's worth; without it PPO's first updates undo the cloning)")
-    dagger_rounds: int = Field(
-        default=0, ge=0, description="DAgger (Ross et al. 2011, rl/dagger.py) after the cloning: each "
-        "round rolls out the current student on fresh training seeds, labels every visited state "
-        "with the baseline's action (a privileged baseline on the privileged env, the student on its "
-        "own observation), adds them to the data and trains on it again. 0: plain BC (single-agent "
-        "env only)")
-    dagger_episodes: int | None = Field(
-        default=None, ge=1, description="student episodes per DAgger round (default: bc.episodes); "
-        "round r uses seeds after the demonstrations' and earlier rounds' (bc.seed + episodes + ...)")
-    dagger_beta: float = Field(
-        default=0.0, ge=0.0, lt=1.0, description="beta mixture: in round r the baseline's action is "
-        "executed instead of the student's at each step with probability dagger_beta ** r (Ross et "
-        "al.'s beta_i = p^(i-1), their first round being the cloning); 0: the student alone acts")
+    dagger_rounds: int = Field(default=0, ge=0, description="DAgger rounds after the cloning (rl/dagger.py): "
+                               "the student's visited states, labelled by the baseline, join the data; 0: off")
+    dagger_episodes: int | None = Field(default=None, ge=1, description="student episodes per round, on "
+                                        "fresh seeds after the demonstrations' (default: bc.episodes)")
+    dagger_beta: float = Field(default=0.0, ge=0.0, lt=1.0, description="round r executes the baseline's "
+                               "action with probability dagger_beta ** r per step (0: the student alone)")
     dagger_student: Literal["greedy", "sample"] = Field(
-        default="greedy", description="how the student acts in DAgger rollouts: 'greedy' (the mode: "
-        "the states the returned warm start visits when evaluated, selected and served) or 'sample' "
-        "(from its action distribution, numpy Generator seeded from the config seed: the states PPO samples)")
+        default="greedy", description="the student's rollout actions: the mode (what the returned warm "
+        "start does when evaluated and served) or samples (numpy Generator from the config seed)")
     dagger_retrain: Literal["continue", "scratch"] = Field(
-        default="continue", description="each round trains on all the data 'continue'-ing from the "
-        "student's weights, or from the module's initial weights ('scratch', as in Ross et al.)")
-
+        default="continue", description="each round retrains from the student's or the initial weights")
 
 class FineTuneSettings(_Strict):
     """Conservative fine-tuning of the warm start (:mod:`inferencegym.rl.learner`): PPO's loss plus a
