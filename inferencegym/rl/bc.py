@@ -9,10 +9,14 @@ PPO through ``RLModuleSpec(load_state_path=...)``, so the learner and every EnvR
 Single-agent env: the baseline acts on the env's Dict/ServeAction space; its action is encoded with
 the env package's ``action_to_flat``. Cluster env: the router module imitates the baseline router
 (e.g. ``least_outstanding_requests``); replica agents keep the env's default knobs during collection.
+
+With ``bc.dagger_rounds`` > 0 (single-agent env) the cloning is followed by DAgger rounds: the
+student's own rollouts, relabelled by the baseline (:mod:`inferencegym.rl.dagger`), join the data.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +25,12 @@ import numpy as np
 from inferencegym.envs.actions import ServeAction, action_to_flat
 from inferencegym.policies import get_policy, is_privileged
 from inferencegym.policies.routers import get_cluster_policy
+from inferencegym.rl.dagger import (
+    beta_for_round,
+    collect_relabelled,
+    round_seed,
+    student_actor,
+)
 from inferencegym.rl.env_creators import make_cluster_env, make_single_env
 from inferencegym.rl.modules import module_class
 
@@ -65,7 +75,7 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
     demonstrations' discounted reward-to-go, one per observation) the module's value function is
     fitted too, in a separate optimiser step per minibatch (``compute_values`` on the encoder's
     detached embeddings, so only the value head learns from it; squared error over the returns'
-    variance; the reported loss is the sum):
+    variance; the reported loss is the sum; a NaN return is no value target for its observation):
     PPO then starts with a critic that knows what the cloned policy is worth, instead of a random
     one whose advantage estimates undo the cloned policy in the first iterations."""
     import torch
@@ -76,13 +86,19 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
                          f"observations and {len(actions)} actions")
     obs = _stack_obs(observations)
     act = torch.as_tensor(np.asarray(actions))
-    ret = None
+    ret = known = None
     if returns is not None:
         ret = torch.as_tensor(np.asarray(returns, dtype=np.float32))
         if ret.shape[0] != len(actions):
             raise ValueError(f"need one return per observation; got {ret.shape[0]} returns and "
                              f"{len(actions)} observations")
-        ret_var = max(float(ret.var()) if ret.numel() > 1 else 1.0, 1e-6)
+        finite = torch.isfinite(ret)
+        if not bool(finite.any()):
+            raise ValueError("every return is NaN: give at least one value target (or returns=None)")
+        if not bool(finite.all()):
+            known = finite  # NaN: no value target for that observation
+        known_ret = ret if known is None else ret[known]
+        ret_var = max(float(known_ret.var()) if known_ret.numel() > 1 else 1.0, 1e-6)
     dist_cls = module.get_train_action_dist_cls()
     params = [p for p in module.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr)
@@ -109,12 +125,17 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
                 # step: the shared encoder and the gradient clipping stay the imitation loss's
                 emb = out.get(Columns.EMBEDDINGS)
                 v = module.compute_values(batch, embeddings=emb.detach() if emb is not None else None)
-                v_loss = ((v - ret[idx]) ** 2).mean() / ret_var
-                opt_v.zero_grad()
-                v_loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                opt_v.step()
-                loss = loss + v_loss.detach()
+                target = ret[idx]
+                if known is not None:  # select before subtracting: a NaN target would poison the gradient
+                    v, target = v[known[idx]], target[known[idx]]
+                sq = (v - target) ** 2
+                if sq.numel():
+                    v_loss = sq.mean() / ret_var
+                    opt_v.zero_grad()
+                    v_loss.backward()
+                    torch.nn.utils.clip_grad_norm_(params, 1.0)
+                    opt_v.step()
+                    loss = loss + v_loss.detach()
             tot += float(loss.detach()) * len(idx)
             cnt += len(idx)
         losses.append(tot / cnt)
@@ -178,6 +199,50 @@ def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple
     return obs_l, act_l, rew_l, end_l
 
 
+def _dagger(cfg: Any, module: Any, teacher: Any, env: Any, obs: list, acts: list, *, value_targets: bool,
+            out: Path, init_state: dict) -> list[float]:
+    """``bc.dagger_rounds`` rounds of DAgger (:mod:`inferencegym.rl.dagger`) after the cloning: the
+    student's visited states, labelled by the teacher, join the data, and the module trains on all
+    of it again for ``bc.epochs`` epochs (minibatch seed ``cfg.seed + r``), continuing from its
+    weights or, with ``bc.dagger_retrain: scratch``, from its initial weights ``init_state``.
+    Value targets: only the student's states, with their returns under the student: PPO starts
+    from the student, and a privileged teacher's returns overstate what the student can reach.
+    Writes ``dagger.json`` (per round: seeds, samples, the student's agreement with the teacher,
+    its mean episode return on the round's seeds)."""
+    b = cfg.bc
+    n_ep = b.dagger_episodes or b.episodes
+    rng = np.random.default_rng(cfg.seed)
+    obs, acts = list(obs), list(acts)
+    rets: list[float] | None = [float("nan")] * len(acts) if value_targets else None
+    losses: list[float] = []
+    rounds = []
+    for r in range(1, b.dagger_rounds + 1):
+        module.eval()
+        first, beta = round_seed(b.seed, b.episodes, n_ep, r), beta_for_round(b.dagger_beta, r)
+        roll = collect_relabelled(env, student_actor(module, mode=b.dagger_student, rng=rng), teacher,
+                                  episodes=n_ep, seed=first, beta=beta, rng=rng,
+                                  encode=lambda a: action_to_flat(ServeAction.from_any(a)))
+        obs += roll.obs
+        acts += roll.labels
+        if rets is not None:
+            rets += [float(x) for x in discounted_returns(roll.rewards, roll.episode_ends, cfg.ppo.gamma)]
+        if b.dagger_retrain == "scratch":
+            module.load_state_dict(init_state)
+        round_losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
+                                seed=cfg.seed + r, returns=rets)
+        losses += round_losses
+        rounds.append({"round": r, "seeds": [first, first + n_ep - 1], "beta": beta,
+                       "samples_added": len(roll.obs), "samples_total": len(obs),
+                       "teacher_steps": int(sum(roll.teacher_acted)),
+                       "student_agreement": roll.student_agreement(),
+                       "student_mean_return": float(np.mean(roll.episode_returns())),
+                       "final_loss": round_losses[-1]})
+    (out / "dagger.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "dagger.json").write_text(json.dumps({"student": b.dagger_student, "retrain": b.dagger_retrain,
+                                                 "rounds": rounds}, indent=2))
+    return losses
+
+
 def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, str]:
     """Run BC for the config's modules; returns {module_id: saved state dir} for ``load_state_path``."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -210,8 +275,12 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     module = RLModuleSpec(module_class=module_class(m.type), observation_space=obs_space,
                           action_space=act_space, model_config=dict(m.model_config_)).build()
     returns = discounted_returns(rews, ends, cfg.ppo.gamma) if b.value_warmup else None
+    init = {k: v.detach().clone() for k, v in module.state_dict().items()} if b.dagger_rounds else None
     losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
                       seed=cfg.seed, returns=returns)
+    if b.dagger_rounds and cfg.env == "single":  # the config refuses DAgger on cluster envs
+        losses += _dagger(cfg, module, baseline, e, obs, acts, value_targets=returns is not None, out=out,
+                          init_state=init)
     path = out / mid
     module.save_to_path(str(path))
     (out / "bc_losses.txt").write_text("\n".join(f"{x:.6f}" for x in losses) + "\n")

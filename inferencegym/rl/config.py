@@ -175,7 +175,17 @@ class BCSettings(_Strict):
     value_warmup: bool = Field(default=True, description="also fit the value function to the "
                                "demonstrations' discounted returns (a critic that knows the cloned "
                                "policy's worth; without it PPO's first updates undo the cloning)")
-
+    dagger_rounds: int = Field(default=0, ge=0, description="DAgger rounds after the cloning (rl/dagger.py): "
+                               "the student's visited states, labelled by the baseline, join the data; 0: off")
+    dagger_episodes: int | None = Field(default=None, ge=1, description="student episodes per round, on "
+                                        "fresh seeds after the demonstrations' (default: bc.episodes)")
+    dagger_beta: float = Field(default=0.0, ge=0.0, lt=1.0, description="round r executes the baseline's "
+                               "action with probability dagger_beta ** r per step (0: the student alone)")
+    dagger_student: Literal["greedy", "sample"] = Field(
+        default="greedy", description="the student's rollout actions: the mode (what the returned warm "
+        "start does when evaluated and served) or samples (numpy Generator from the config seed)")
+    dagger_retrain: Literal["continue", "scratch"] = Field(
+        default="continue", description="each round retrains from the student's or the initial weights")
 
 class FineTuneSettings(_Strict):
     """Conservative fine-tuning of the warm start (:mod:`inferencegym.rl.learner`): PPO's loss plus a
@@ -301,6 +311,9 @@ class TrainConfig(_Strict):
         if self.env == "cluster" and any(m.model_config_.get("history_windows") for m in self.modules.values()):
             raise ValueError("model_config.history_windows is for env: single (the router sees a load trend "
                              "feature of its own)")
+        if self.env == "cluster" and self.bc.dagger_rounds > 0:
+            raise ValueError("bc.dagger_rounds is for env: single (the privileged teacher's task); set it "
+                             "to 0 for cluster configs")
         if self.env == "single" and self.trainable not in (None, ["default_policy"]):
             raise ValueError("trainable is only for env: cluster")
         if self.fine_tune.entropy_knob_scale and self.env != "single":
