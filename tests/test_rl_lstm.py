@@ -133,5 +133,8 @@ def test_ppo_one_iteration_with_the_lstm_module():
         assert np.isfinite(learner["total_loss"]) and np.isfinite(learner["entropy"])
         module = algo.get_module("default_policy")
         assert isinstance(module, LSTMModule) and module.is_stateful()
+        # the module's defaults hold under PPO's auto-included vf_share_layers=False: one shared LSTM
+        assert module.model_config["vf_share_layers"] is True
+        assert sum(isinstance(x, torch.nn.LSTM) for x in module.modules()) == 1
     finally:
         algo.stop()
