@@ -138,3 +138,11 @@ def test_ppo_one_iteration_with_the_lstm_module():
         assert sum(isinstance(x, torch.nn.LSTM) for x in module.modules()) == 1
     finally:
         algo.stop()
+
+
+def test_http_endpoint_refuses_a_recurrent_module_clearly():
+    from inferencegym.apps.policy_endpoint.policy import ServedPolicy
+
+    _, m = _module(cell=8)
+    with pytest.raises(ValueError, match="is recurrent .* the endpoint is stateless"):
+        ServedPolicy.from_module(m, spec="checkpoint:/x", module_id="default_policy")
