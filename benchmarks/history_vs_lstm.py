@@ -95,15 +95,23 @@ def main() -> None:
     args = ap.parse_args()
     ref = evaluate_one("best_static", args.task, episodes=args.episodes, seed=args.seed, name="best_static")
     print(f"best_static {ref['score_mean']:.3f} ± {ref['score_ci95']:.3f}", flush=True)
+    arms: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="history_vs_lstm_") as tmp:
-        arms = [run_arm(name, ARMS[name], args, Path(tmp)) for name in args.arms]
+        for name in args.arms:
+            arms.append(run_arm(name, ARMS[name], args, Path(tmp)))
+            write(args, ref, arms)  # after every arm: a later one that does not finish loses only itself
+    write(args, ref, arms, show=True)
+
+
+def write(args: argparse.Namespace, ref: dict, arms: list[dict], show: bool = False) -> None:
     by = {a["arm"]: a["scores"] for a in arms}
     comparisons = {f"{a} - best_static": paired(s, ref["scores"]) for a, s in by.items()}
     for a, b in (("mlp K=4", "mlp K=0"), ("lstm", "mlp K=0"), ("lstm", "mlp K=4")):
         if a in by and b in by:
             comparisons[f"{a} - {b}"] = paired(by[a], by[b])
-    for k, v in comparisons.items():
-        print(f"{k}: {v['mean']:+.3f} ± {v['ci95']:.3f} (higher on {v['better']}/{v['n']})", flush=True)
+    if show:
+        for k, v in comparisons.items():
+            print(f"{k}: {v['mean']:+.3f} ± {v['ci95']:.3f} (higher on {v['better']}/{v['n']})", flush=True)
     record = {"command": "OMP_NUM_THREADS=1 python " + " ".join(sys.argv), "task": args.task,
               "steps": args.steps, "eval_seeds": [args.seed, args.seed + args.episodes - 1],
               "best_static": {"score_mean": ref["score_mean"], "score_ci95": ref["score_ci95"], "scores": ref["scores"]},
