@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -112,7 +113,7 @@ def write(args: argparse.Namespace, ref: dict, arms: list[dict], show: bool = Fa
     if show:
         for k, v in comparisons.items():
             print(f"{k}: {v['mean']:+.3f} ± {v['ci95']:.3f} (higher on {v['better']}/{v['n']})", flush=True)
-    record = {"command": "OMP_NUM_THREADS=1 python " + " ".join(sys.argv), "task": args.task,
+    record = {"command": "OMP_NUM_THREADS=1 python " + shlex.join(sys.argv), "task": args.task,
               "steps": args.steps, "eval_seeds": [args.seed, args.seed + args.episodes - 1],
               "best_static": {"score_mean": ref["score_mean"], "score_ci95": ref["score_ci95"], "scores": ref["scores"]},
               "arms": arms, "paired": comparisons}
