@@ -308,6 +308,15 @@ class TrainConfig(_Strict):
                 bad = sorted(set(self.trainable) - set(self.modules))
                 if bad or not self.trainable:
                     raise ValueError(f"trainable must list modules from {sorted(self.modules)}; got {self.trainable}")
+        recurrent = sorted(mid for mid, m in self.modules.items() if m.type == "lstm")
+        if recurrent and self.env != "single":
+            raise ValueError(f"module type lstm ({recurrent}) is for env: single: RLlib's LSTM encoder takes "
+                             "1-D observations without an action mask, the router a Dict of replica rows "
+                             "and a mask; use attention_router (it sees a load trend feature of its own)")
+        if recurrent and self.bc.enabled:
+            raise ValueError("bc.enabled is not supported with module type lstm: behaviour cloning (rl/bc.py) "
+                             "and the fine-tuning teacher use shuffled single windows, no recurrent state; set "
+                             "bc.enabled=false, or use type mlp with model_config.history_windows")
         if self.env == "cluster" and any(m.model_config_.get("history_windows") for m in self.modules.values()):
             raise ValueError("model_config.history_windows is for env: single (the router sees a load trend "
                              "feature of its own)")

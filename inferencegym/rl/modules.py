@@ -12,6 +12,9 @@ the encoder once per train batch):
 - :class:`MLPModule` - a generic MLP for Box / Dict observations and Discrete / MultiDiscrete actions:
   the single-agent ``LLMServe-v0`` env (flat MultiDiscrete wrapper) and the replica agents.
 - :class:`ReplicaAgentModule` - ``MLPModule`` with smaller defaults for the replica agents.
+- :class:`LSTMModule` - RLlib's own default PPO module with ``use_lstm=True`` (config type ``lstm``):
+  the single-agent policy carries a recurrent state across windows instead of seeing a stacked
+  history (``history_windows`` of ``mlp``). RLlib's connectors add the state and the time axis.
 
 Router observation: either a ``Dict`` with the keys named in ``model_config`` (defaults
 ``"replicas"``: Box (N, F), ``"request"``: Box (R,), ``"action_mask"``: Box/MultiBinary (N,)), or a bare
@@ -25,6 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchMultiCategorical
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
@@ -299,6 +303,52 @@ class HoldKnobsModule(TorchRLModule, ValueFunctionAPI):
         return torch.zeros(b) + 0.0 * self.dummy
 
 
+#: Defaults of :class:`LSTMModule` (keys of RLlib's ``DefaultModelConfig``): an MLP tokenizer of one
+#: 64-unit layer, a 64-cell LSTM, linear policy and value heads on the shared LSTM output (like
+#: ``mlp``'s shared trunk), trained on sequences of up to 20 windows.
+LSTM_DEFAULTS: dict[str, Any] = {"fcnet_hiddens": [64], "fcnet_activation": "tanh", "lstm_cell_size": 64,
+                                 "max_seq_len": 20, "head_fcnet_hiddens": [], "vf_share_layers": True}
+
+
+def lstm_model_config(model_config: Any) -> dict[str, Any]:
+    """``model_config`` of a ``type: lstm`` module: :data:`LSTM_DEFAULTS` under the given keys, with
+    ``use_lstm=True``. Only ``DefaultModelConfig`` fields are accepted (RLlib builds the module)."""
+    from dataclasses import asdict, fields, is_dataclass
+
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    given = asdict(model_config) if is_dataclass(model_config) else dict(model_config or {})
+    valid = {f.name for f in fields(DefaultModelConfig)}
+    unknown = sorted(set(given) - valid)
+    if unknown:
+        hint = (" (history_windows is for type mlp: the LSTM keeps its own history in its state)"
+                if any(k.startswith("history_") for k in unknown) else "")
+        raise ValueError(f"unknown model_config keys {unknown} for module type lstm{hint}; valid: the "
+                         "fields of RLlib's DefaultModelConfig, e.g. lstm_cell_size, max_seq_len, "
+                         "fcnet_hiddens, head_fcnet_hiddens, vf_share_layers")
+    if given.get("use_lstm") is False:
+        raise ValueError("module type lstm needs use_lstm=True (drop the key); use type mlp for a "
+                         "feed-forward policy")
+    return {**LSTM_DEFAULTS, **given, "use_lstm": True}
+
+
+class LSTMModule(DefaultPPOTorchRLModule):
+    """RLlib's default PPO torch module built with ``use_lstm=True`` (obs -> MLP tokenizer -> LSTM ->
+    policy / value heads). model_config: ``DefaultModelConfig`` fields over :data:`LSTM_DEFAULTS`.
+
+    The constructor only completes ``model_config`` before RLlib's catalog reads it (the catalog
+    builds the encoder in ``RLModule.__init__``, before ``setup``); re-building from a checkpoint
+    applies the same (idempotent) completion."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["model_config"] = lstm_model_config(kwargs.get("model_config"))
+        obs_space = kwargs.get("observation_space")
+        if obs_space is not None and not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+            raise ValueError(f"module type lstm needs a flat (1-D Box) observation; got {obs_space} "
+                             "(RLlib's LSTM encoder supports 1-D inputs only)")
+        super().__init__(*args, **kwargs)
+
+
 #: Names usable as ``type`` in the YAML configs.
 MODULE_TYPES: dict[str, type[TorchRLModule]] = {
     "attention_router": ReplicaAttentionRouter,
@@ -306,7 +356,10 @@ MODULE_TYPES: dict[str, type[TorchRLModule]] = {
     "mlp": MLPModule,
     "replica_mlp": ReplicaAgentModule,
     "hold_knobs": HoldKnobsModule,
+    "lstm": LSTMModule,
 }
+#: Module types whose policy carries a recurrent state (single-agent env only; no behaviour cloning).
+RECURRENT_TYPES = frozenset({"lstm"})
 
 
 def module_class(name: str) -> type[TorchRLModule]:

@@ -9,7 +9,8 @@
   ``model_config``, module id, task) plus ``weights.pt`` read with ``torch.load(weights_only=True)``.
   The module is rebuilt from the task's env spaces. :func:`export_module` writes the format.
 
-Actions are greedy (the mode of the action distribution). Single-agent policies return a
+Actions are greedy (the mode of the action distribution). A recurrent module (``type: lstm``) keeps
+its state per module between ``act`` calls, from its initial state after every ``reset``. Single-agent policies return a
 ``ServeAction`` (the flat MultiDiscrete index decoded with the env package's ``flat_to_action``);
 router policies return a replica index (``int``).
 """
@@ -52,6 +53,13 @@ def _to_batch(obs: Any) -> Any:
     return torch.as_tensor(np.asarray(obs, dtype=np.float32))[None]
 
 
+def _map_tensors(fn: Any, tree: Any) -> Any:
+    """``fn`` applied to every leaf of a (nested) dict of tensors."""
+    if isinstance(tree, dict):
+        return {k: _map_tensors(fn, v) for k, v in tree.items()}
+    return fn(tree)
+
+
 class ModulePolicy:
     """A trained RLModule as a policy: ``act(obs, info=None)``; ``act_agent(agent_id, obs)`` for the
     cluster env's other agents. Attributes: ``module`` (the acting module), ``modules`` (id ->
@@ -74,6 +82,7 @@ class ModulePolicy:
         self.version = source
         self.name = source
         self._history = self._history_stacker()
+        self._states: dict[int, Any] = {}  # id(module) -> recurrent state (batch of 1)
 
     def _history_stacker(self) -> HistoryStacker | None:
         """The single-agent module's observation history (``model_config.history_windows``)."""
@@ -105,10 +114,11 @@ class ModulePolicy:
         return mid
 
     def reset(self, seed: int | None = None) -> None:
-        """Start of an episode: forget the observation history (the policy is otherwise greedy and
-        stateless)."""
+        """Start of an episode: forget the observation history and the recurrent state (the
+        policy is otherwise greedy and stateless)."""
         if self._history is not None:
             self._history.reset()
+        self._states.clear()
 
     def module_for(self, agent_id: str) -> Any:
         if agent_id in self.mapping:
@@ -123,9 +133,20 @@ class ModulePolicy:
         import torch
         from ray.rllib.core.columns import Columns
 
+        batch = {Columns.OBS: _to_batch(obs)}
+        stateful = module.is_stateful()
+        if stateful:  # (B=1, T=1, ...) and the state carried from the previous call
+            state = self._states.get(id(module))
+            if state is None:
+                state = _map_tensors(lambda s: torch.as_tensor(s)[None], module.get_initial_state())
+            batch = {Columns.OBS: _map_tensors(lambda x: x[:, None], batch[Columns.OBS]), Columns.STATE_IN: state}
         with torch.no_grad():
-            out = module.forward_inference({Columns.OBS: _to_batch(obs)})
-            dist = module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS])
+            out = module.forward_inference(batch)
+            logits = out[Columns.ACTION_DIST_INPUTS]
+            if stateful:
+                self._states[id(module)] = out[Columns.STATE_OUT]
+                logits = logits[:, 0]
+            dist = module.get_inference_action_dist_cls().from_logits(logits)
             return np.asarray(dist.to_deterministic().sample()[0])
 
     def act(self, obs: Any, info: dict | None = None) -> Any:

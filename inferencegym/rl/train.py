@@ -20,7 +20,7 @@ from inferencegym.rl.callbacks import make_callbacks_class
 from inferencegym.rl.config import TrainConfig
 from inferencegym.rl.env_creators import ENV_NAMES, register_envs
 from inferencegym.rl.learner import ConservativePPOTorchLearner
-from inferencegym.rl.modules import module_class
+from inferencegym.rl.modules import lstm_model_config, module_class
 from inferencegym.tracking import _metric_key, project_root, run_tags, tracking_uri
 
 #: Module id of the single-agent policy (RLlib's default).
@@ -36,8 +36,11 @@ def module_specs(cfg: TrainConfig, load_state_paths: dict[str, str] | None = Non
 
 
     paths = load_state_paths or {}
-    specs = {mid: RLModuleSpec(module_class=module_class(m.type), model_config=dict(m.model_config_),
-                               load_state_path=paths.get(mid))
+    # lstm: the completed config, so that PPO's auto-included keys (vf_share_layers=False) do not
+    # override the module's defaults when RLlib merges the algorithm's model_config under the spec's
+    specs = {mid: RLModuleSpec(module_class=module_class(m.type), load_state_path=paths.get(mid),
+                               model_config=(lstm_model_config(m.model_config_) if m.type == "lstm"
+                                             else dict(m.model_config_)))
              for mid, m in cfg.modules.items()}
     if cfg.env == "single":
         return specs[DEFAULT_MODULE_ID]

@@ -276,6 +276,10 @@ class ServedPolicy:
     def from_module(cls, module: Any, *, spec: str = "module", task_id: str | None = None,
                     module_id: str | None = None, checkpoint: str | None = None,
                     version: str = "unversioned") -> "ServedPolicy":
+        if module.is_stateful():  # e.g. type lstm: its state would need a session per client
+            raise ValueError(f"policy {spec!r} is recurrent (module {module_id!r} carries a state from "
+                             "window to window); the endpoint is stateless: serve a feed-forward module "
+                             "(type mlp, history_windows for history) or evaluate it in-process")
         module.eval()
         return cls(module=module, spec=spec, task_id=task_id, module_id=module_id,
                    checkpoint=checkpoint, version=version,
