@@ -66,7 +66,8 @@ def demo_command(
         cfg = load_config(path).with_overrides(sets=[f"stop.time_total_s={minutes * 60}", f"name=demo_{task}"])
         console.print(f"training {cfg.modules[cfg.map_agent('router')].type if kind == 'cluster' else 'mlp'} "
                       f"with PPO for {minutes:g} min (BC warm start: {cfg.bc.enabled}) ...")
-        record = train_and_compare(cfg, config_path=str(path), episodes=episodes, seed=seed, baselines=None,
+        record = train_and_compare(cfg, config_path=str(path), episodes=episodes, seed=seed,
+                                   baselines=list(DEFAULT_BASELINES[kind]),  # the demo's short table
                                    val_episodes=val_episodes,
                                    command=f"inferencegym demo --task {task} --minutes {minutes:g} --episodes {episodes}")
         rows = record["rows"]
