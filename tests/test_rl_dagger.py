@@ -27,7 +27,8 @@ from inferencegym.rl.env_creators import make_single_env
 from inferencegym.rl.modules import module_class
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["env_config={episode_windows: 3}", "bc.episodes=1", "bc.epochs=2"]
+# the privileged teacher path is what DAgger relabels with (independent of the shipped config's teacher)
+TINY = ["env_config={episode_windows: 3}", "bc.episodes=1", "bc.epochs=2", "bc.baseline=clairvoyant"]
 
 
 def encode(a):
