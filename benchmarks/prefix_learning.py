@@ -25,10 +25,9 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
 
 import inferencegym.rl  # noqa: E402,F401  (registers the pretrained:/checkpoint: policy schemes)
-from inferencegym.evaluation.cluster import evaluate_cluster_policy  # noqa: E402
+from inferencegym.evaluation.cluster import ci95, evaluate_cluster_policy  # noqa: E402
 from inferencegym.policies.routers import PRODUCTION_ROUTERS  # noqa: E402
 from inferencegym.rl.policy_loader import load_checkpoint  # noqa: E402
 
@@ -38,8 +37,7 @@ METRICS = ("ttft_p90_s", "ttft_p99_s")
 def paired(a: list[float], b: list[float]) -> dict[str, float]:
     """a - b per seed: mean, 95 % t half-width, seeds where a is lower, relative change of the mean."""
     d = np.asarray(a, float) - np.asarray(b, float)
-    half = float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
-    return {"mean": float(d.mean()), "ci95": half, "lower_on": int((d < 0).sum()), "n": len(d),
+    return {"mean": float(d.mean()), "ci95": ci95(d.tolist()), "lower_on": int((d < 0).sum()), "n": len(d),
             "rel_pct": 100.0 * float(d.mean()) / float(np.mean(b))}
 
 
