@@ -76,13 +76,13 @@ SOURCES: dict[str, dict] = {
         "date": "2024-09", "engine": "vLLM v0.6.0, --num-scheduler-steps 10, max_model_len 4096",
         "dataset": "ShareGPT (sglang.bench_serving default sampling), Poisson arrivals",
         "stat": "median", "max_tokens_per_iter": 4096, "batch_cap": 256, "scheduler_steps": 10,
-        "lengths": "resample"},
+        "lengths": "resample", "v1_as": "vllm-v0"},
     "lambda-vllm054": {
         "url": "https://github.com/LambdaLabsML/vllm-benchmark",
         "date": "2024-09-07", "engine": "vLLM v0.5.4 (vllm/vllm-openai:v0.5.4), max_model_len 2048, max_num_seqs 1024",
         "dataset": "ShareGPT V3 (benchmark_serving.py, seed 0), N prompts at once",
         "stat": "mean", "max_tokens_per_iter": 2048, "batch_cap": 1024, "scheduler_steps": 1,
-        "lengths": "exact"},
+        "lengths": "exact", "v1_as": "vllm-v0"},
     "do-vllm0141": {
         "url": "https://github.com/DO-Solutions/gtc-2026-doks/blob/main/dev/vllm/benchmarks/phase0/20260224-185458/report.md",
         "date": "2026-02-24", "engine": "vLLM 0.14.1 (V1), chunked prefill 8192, FP8 weights and KV cache, prefix caching on",
@@ -196,9 +196,17 @@ def row_requests(row: PublishedRow, seed: int) -> tuple[list[Request], np.ndarra
     return reqs, np.array(outs) > 0
 
 
+def engine_profile_for(row: PublishedRow, profile: str) -> str:
+    """The engine profile a row is replayed with: ``vllm-v1`` stands for the vLLM of the source's
+    date, so the V0-engine sources (v0.5.4, v0.6.0: synchronous steps, no separate API-server
+    process) run ``vllm-v0`` (``SOURCES[...]['v1_as']``); any other profile as asked."""
+    return SOURCES[row.source].get("v1_as", profile) if profile == "vllm-v1" else profile
+
+
 def simulate(row: PublishedRow, profile: str, seed: int = 0) -> dict[str, float]:
     """TTFT, TPOT and E2E (ms, the source's statistic) of the row's run on the simulator."""
     src = SOURCES[row.source]
+    profile = engine_profile_for(row, profile)
     reqs, seen = row_requests(row, seed)
     sched = {"scheduler": "sarathi", "chunk_size": src["chunk_size"]} if src.get("scheduler") == "sarathi" \
         else {"scheduler": "vllm", "max_tokens_per_iter": src["max_tokens_per_iter"]}
@@ -226,7 +234,8 @@ def compare(profiles: list[str], seed: int = 0, rows: tuple[PublishedRow, ...] =
     for row in rows:
         for prof in profiles:
             s = simulate(row, prof, seed)
-            rec = {**asdict(row), "stat": SOURCES[row.source]["stat"], "profile": prof}
+            rec = {**asdict(row), "stat": SOURCES[row.source]["stat"], "profile": prof,
+                   "engine_profile": engine_profile_for(row, prof)}
             for k in ("ttft_ms", "tpot_ms", "e2e_ms"):
                 rec[f"{k}_sim"] = s[k]
                 pub = getattr(row, k)

@@ -84,9 +84,9 @@ def test_the_simulator_hits_the_prefix_cache_on_the_replay():
 # ------------------------------------------------------------------ against the measured runs
 BAND_TPOT = ("llama-2-70b-hf-tp4-codegen", "llama-2-70b-tp4-roleplay",
              "codellama-34b-tp2-codegen", "codellama-34b-tp2-roleplay", "llama-2-7b-tp1-roleplay")
-"""Runs whose TPOT the prefix-sharing replay puts within 20 % (docs/bench/calibration.md). TTFT is
-~1 step short everywhere (vLLM's asynchronous scheduling, not modelled) and the two general runs
-saturate the simulated replica at 20 req/s."""
+"""The five runs the simulated replica keeps up with (docs/bench/fidelity.md): TTFT within 15 % with
+asynchronous scheduling and the front end (issue 23), TPOT within 15 % (10 % on four, the TP1 run
+-12 %). Of the two general runs the TP2 one no longer saturates; the TP4 one does at 20 req/s."""
 
 
 def test_runs_and_anchors_load(reference_dir):
@@ -115,9 +115,10 @@ def test_prefix_sharing_replay_within_band(reference_dir, repo_root):
     assert len(rows) == len(BAND_TPOT)
     for r in rows:
         assert r["hit_rate_inference-perf"] > 0.95, r
-        assert abs(r["tpot_err_pct_inference-perf"]) <= 20.0, r
-        # the replay without sharing is further off (TPOT over-predicted by 25-90 %)
-        assert abs(r["tpot_err_pct_none"]) > abs(r["tpot_err_pct_inference-perf"]) + 5.0, r
-        # TTFT: short by about one decode step (see BAND_TPOT), never above the measurement
-        gap = (r["ttft_ms_measured"] - r["ttft_ms_inference-perf"]) / r["tpot_ms_inference-perf"]
-        assert 0.8 < gap < 1.5, r
+        assert abs(r["tpot_err_pct_inference-perf"]) <= 15.0, r
+        # the replay without sharing is further off on the large models (TPOT over-predicted by
+        # 40-70 %: every prompt prefilled in full); on the TP1 7B run the cost hides behind its step
+        if "-tp1-" not in r["run"]:
+            assert abs(r["tpot_err_pct_none"]) > abs(r["tpot_err_pct_inference-perf"]) + 5.0, r
+        # TTFT: the first token at step k+2 (asynchronous scheduling) plus the API server
+        assert abs(r["ttft_err_pct_inference-perf"]) <= 15.0, r

@@ -330,7 +330,7 @@ class Cluster:
         r.replica_id = dst
         rep.receive_kv(r, self.now_s)
         if r.generated_tokens >= r.output_tokens:
-            r.completion_s = r.last_token_s
+            r.completion_s = r.last_token_s + rep.frontend_s
             self._complete([r])
             return
         if rep.reject_if_too_big(r):

@@ -42,6 +42,7 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     KernelParams,
     _params_for,
     check_engine_profile,
+    cudagraph_padded_tokens,
     engine_attention_gpu,
     engine_params,
     load_calibration,
@@ -273,6 +274,10 @@ class ExecutionModel:
             self._slow = e.kernel_slowdown_per_token
         else:
             self._ovh_fixed = self._ovh_seq = self._ovh_tok = self._slow = 0.0
+        self._async = bool(self.engine_overhead and e.async_scheduling)
+        self._graph_max = int(e.cudagraph_max_tokens) if self.engine_overhead else 0
+        self.frontend_s = float(e.frontend_s) if self.engine_overhead else 0.0
+        """API-server latency per request (engine profile), added to TTFT and E2E by the replica."""
         # memory
         lin_params_gpu = sum(kk * nn for kk, nn in gemms)
         emb_params_gpu = m.vocab_size * h / t * (1 if m.tied_embeddings else 2)
@@ -425,9 +430,14 @@ class ExecutionModel:
             ntok = B * q
             kern = self.kernel
             f = 1.0 + self._slow * ntok
-            a = (f * (self._token_time(ntok) + self._lm_head_time(ntok)
-                      + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B))
-                 + self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok)
+            gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
+            kern_a = f * (self._token_time(gtok) + self._lm_head_time(ntok)
+                          + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B))
+            if self._async:  # CPU work overlaps the previous step's kernels (exact while the
+                cpu = self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok  # kernels take longer)
+                a = kern_a if kern_a >= cpu else cpu
+            else:
+                a = kern_a + self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok
             b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
                 da, db = self._draft_pass_coeffs(B)
@@ -476,12 +486,19 @@ class ExecutionModel:
         nseq = len(prefill_chunks) + B
         kern = self.kernel
         L = self._layers
-        t = (self._token_time(ntok) + self._lm_head_time(len(prefill_chunks) + B * q)
+        gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
+        t = (self._token_time(gtok) + self._lm_head_time(len(prefill_chunks) + B * q)
              + L * self._attn_prefill_layer(prefill_chunks))
         if B > 0:
             t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B
                       + self._attn_decode_slope(q) * decode_context_tokens)
-        t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+        if self._async:
+            t = t * (1.0 + self._slow * ntok)
+            cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+            if cpu > t:
+                t = cpu
+        else:
+            t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
         if B > 0:
             if speculation_depth > 0:
                 if self._draft_model is None:

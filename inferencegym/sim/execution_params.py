@@ -8,17 +8,19 @@ at run time (``calibration.custom``). The model itself is ``execution.ExecutionM
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-ENGINE_PROFILES = ("vllm-v1", "vllm-2023", "kernel-only")
+ENGINE_PROFILES = ("vllm-v1", "vllm-v0", "vllm-2023", "kernel-only")
 """Serving-engine overhead profiles (docs/calibration.md): ``vllm-v1`` (today's vLLM: CUDA-graphed
-decode, asynchronous scheduling; fitted on vLLM's performance-CI latencies), ``vllm-2023`` (the
-2023 engines measured by SplitwiseSim) and ``kernel-only`` (no overhead: what kernel profiles
-measure)."""
+decode, asynchronous scheduling, its API server; fitted on vLLM's performance-CI latencies and the
+BLIS v0.15 runs), ``vllm-v0`` (the same figures scheduling synchronously, CUDA graphs to batch 256,
+no front end: vLLM's V0 engine of 2024, v0.5-v0.6), ``vllm-2023`` (the 2023 engines measured by
+SplitwiseSim) and ``kernel-only`` (no overhead: what kernel profiles measure)."""
 DEFAULT_ENGINE_PROFILE = "vllm-v1"
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +124,22 @@ class EngineParams:
     """Latency of one tensor-parallel all-reduce with the engine's own kernel (vLLM's custom
     all-reduce over NVLink), used where it is below the GPU's NCCL profile; None: NCCL only.
     Not applied on PCIe-only GPUs (the custom kernel needs NVLink)."""
+    async_scheduling: bool = False
+    """Asynchronous scheduling (vLLM V1, on by default since v0.14): the batch of step k+1 is fixed
+    while step k runs (``vllm/v1/engine/core.py`` ``step_with_batch_queue``, two batches in flight).
+    (a) A request that reaches the replica after step k started first runs in step k+2 (one
+    step later than a synchronous engine); (b) the CPU work of a step (``fixed_s``, ``per_seq_s``,
+    ``per_token_s``) overlaps the GPU work of the previous one, so an iteration takes
+    ``max(kernel time, CPU time)`` instead of their sum. False: synchronous (the two add)."""
+    frontend_s: float = 0.0
+    """Latency of the API server outside the engine steps, per request (HTTP, chat template and
+    tokenisation, IPC to the engine core, detokenisation, streaming the token out): added to each
+    request's time to first token and end-to-end latency, never to the gaps between tokens."""
+    cudagraph_max_tokens: int = 0
+    """Largest CUDA-graph capture size (vLLM ``max_cudagraph_capture_size``): an iteration of
+    ``n <= cudagraph_max_tokens`` batched tokens runs its token-dependent kernels (GEMMs,
+    elementwise, all-reduce) padded to the next capture size, ``[1, 2, 4] + range(8, 256, 8) +
+    range(256, max + 1, 16)`` (``vllm/config/vllm.py`` ``_set_cudagraph_sizes``); 0: no padding."""
 
     @classmethod
     def from_dict(cls, d: dict) -> EngineParams:
@@ -133,6 +151,25 @@ class EngineParams:
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def synchronous(self) -> EngineParams:
+        """The same engine scheduling synchronously (``async_scheduling=False``)."""
+        return dataclasses.replace(self, async_scheduling=False)
+
+
+def cudagraph_padded_tokens(n: int, max_tokens: int) -> int:
+    """``n`` batched tokens rounded up to the next CUDA-graph capture size (vLLM's default list
+    ``[1, 2, 4] + range(8, 256, 8) + range(256, max_tokens + 1, 16)``); ``n`` itself when it is
+    above ``max_tokens`` (the iteration runs without a graph) or when padding is off (0)."""
+    if n <= 0 or n > max_tokens:
+        return n
+    if n <= 2:
+        return n
+    if n <= 4:
+        return 4
+    if n < 256:
+        return min(-(-n // 8) * 8, max_tokens)
+    return min(256 + -(-(n - 256) // 16) * 16, max_tokens)
 
 
 @lru_cache(maxsize=1)
@@ -161,6 +198,9 @@ def engine_params(profile: str) -> EngineParams:
     if profile == "kernel-only":
         return EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=0.0,
                             per_token_s=0.0, kernel_slowdown_per_token=0.0)
+    if profile == "vllm-v0":  # V0 (2024): one process, synchronous steps, graphs up to batch 256
+        v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
+        return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256)
     return EngineParams.from_dict(load_calibration()["engines"][profile])
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["IDLE", "ITER", "PAUSE", "RUN", "Replica"]
 _isnan = math.isnan
+_INF = math.inf
 
 
 class Replica(ReplicaAdvance):
@@ -75,6 +76,9 @@ class Replica(ReplicaAdvance):
         self._ubuf: list = []  # block of uniforms for speculative acceptance draws
         self._ui = 0
         self.max_run = 1 << 62
+        # asynchronous scheduling (engine profile): requests placed after ``cutoff`` wait a step
+        self.cutoff = _INF  # dispatch time up to which waiting requests may be scheduled now
+        self.blocked = False  # the last scheduling pass left a request waiting for the cutoff
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
@@ -93,6 +97,8 @@ class Replica(ReplicaAdvance):
         self.spec_k = cfg.speculation_depth
         self.lookahead = cfg.speculation_depth + 1
         self.default_alpha = cfg.spec_acceptance
+        self.async_sched = bool(getattr(model, "_async", False))
+        self.frontend_s = float(getattr(model, "frontend_s", 0.0))
         self.quality = float(model.quality_delta)
         self._coeffs: dict = {}
 
@@ -161,10 +167,19 @@ class Replica(ReplicaAdvance):
             q.append(r)
 
     def head(self):
+        """The next request the scheduler may take: the queue head, unless it was placed after
+        ``cutoff`` (asynchronous scheduling: the step now starting was fixed before it arrived)."""
+        c = self.cutoff
         if self.prio_waiting:
-            return self.prio_waiting[0]
+            r = self.prio_waiting[0]
+            if not r.dispatched_s > c:
+                return r
+            self.blocked = True
         if self.waiting:
-            return self.waiting[0]
+            r = self.waiting[0]
+            if not r.dispatched_s > c:
+                return r
+            self.blocked = True
         return None
 
     def queued(self) -> int:
@@ -331,14 +346,17 @@ class Replica(ReplicaAdvance):
         if self.pending is not None:
             self._apply_pending(now)
         if now < self.paused_until:
+            self.cutoff = _INF  # the engine restarts after the reload
             self.state = PAUSE
             self.seg_end = self.paused_until
             return self.paused_until
         while True:
             if not self.running and not self.waiting and not self.prio_waiting:
+                self.cutoff = _INF
                 self.state = IDLE
                 return None
             self.preempted_in_plan = False
+            self.blocked = False
             chunks, with_dec = self.scheduler.plan(self)
             if with_dec:
                 if self.partials_possible:
@@ -349,6 +367,9 @@ class Replica(ReplicaAdvance):
                 decodes = []
             if chunks or decodes:
                 break
+            if self.blocked:  # asynchronous scheduling with no step in flight: nothing to wait for
+                self.cutoff = _INF
+                continue
             if self.running:  # only stalled partial prefills (cannot happen with budget > 0)
                 raise RuntimeError(f"replica {self.id}: scheduler produced an empty iteration")
             # empty replica and the head still cannot be admitted: it can never run here
@@ -360,6 +381,7 @@ class Replica(ReplicaAdvance):
             self.rejected.append((r, f"cannot be admitted on empty replica {self.id}: needs "
                                      f"{self.kv.blocks_for(r.prefill_target)} KV blocks, "
                                      f"{self.kv.capacity_blocks} in the cache"))
+        self.cutoff = _INF
         self.seg_t0 = now
         k = self.spec_k
         if not chunks and k == 0:
@@ -387,9 +409,9 @@ class Replica(ReplicaAdvance):
             if rem < rmin:
                 rmin = rem
         n = rmin if rmin < self.max_run else self.max_run
-        if self.preempted_in_plan:
-            # a request was just preempted after the admission pass (vLLM order): the next
-            # iteration may admit differently (e.g. a priority request preempting best effort)
+        if self.preempted_in_plan or self.blocked:
+            # a request was just preempted after the admission pass (vLLM order), or one waits for
+            # the next step (asynchronous scheduling): the next iteration may admit differently
             n = 1
         kv = self.kv
         bs = kv.block_size

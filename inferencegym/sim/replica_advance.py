@@ -43,7 +43,7 @@ class ReplicaAdvance:
             for r in done:
                 running.remove(r)
                 release(r)
-                r.completion_s = r.last_token_s
+                r.completion_s = r.last_token_s + self.frontend_s
         return done
 
     def _apply_run(self, k: int, final: bool) -> list:
@@ -119,6 +119,8 @@ class ReplicaAdvance:
         win.quality_token_sum += self.quality * B * k
         self.iterations += k
         self.recent_iter.append(dl)
+        if final and self.async_sched:  # the next step was fixed when the last one started
+            self.cutoff = end - dl
         self.seg_t0 = end
         self.seg_S0 = S0 + B * k
         self.seg_n -= k
@@ -128,8 +130,8 @@ class ReplicaAdvance:
         """A prefill (or recompute, or a KV transfer's arrival) produced this request's next token at ``t``."""
         w = self.win
         if r.generated_tokens == 0:
-            r.first_token_s = t
-            self.recent_ttft.append(t - r.arrival_s)
+            r.first_token_s = t + self.frontend_s  # the client sees it after the API server
+            self.recent_ttft.append(r.first_token_s - r.arrival_s)
             w.first.append(r)
         else:
             gap = t - r.last_token_s
@@ -159,6 +161,8 @@ class ReplicaAdvance:
         k = self.spec_k
         self.iterations += 1
         self.recent_iter.append(dur)
+        if self.async_sched:  # the next step was fixed when this one started
+            self.cutoff = t0
         B = len(decodes)
         if B:
             if k == 0:
