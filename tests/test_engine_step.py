@@ -101,3 +101,22 @@ def test_other_profiles_schedule_synchronously():
         assert not rep.async_sched and rep.frontend_s == 0.0
         # a synchronous engine admits an arrival at the next iteration boundary
         assert all(r.first_scheduled_s - r.arrival_s < 0.05 for r in reqs)
+
+
+def test_calibration_error_reports_served_latency_bands():
+    e = ExecutionModel.from_preset(model="llama-3-70b", gpu="h200-141gb", tensor_parallel=2).calibration_error()
+    s = e["serving"]
+    for k in ("ttft", "tpot", "e2e"):
+        assert 0 < s[k]["mape_pct"] <= s[k]["max_ape_pct"] <= 15.0 and s[k]["n"] >= 5, (k, s[k])
+    v0 = ExecutionModel.from_preset(engine_profile="vllm-v0").calibration_error()["serving"]
+    assert v0["ttft"]["mape_pct"] > 3 * s["ttft"]["mape_pct"]  # V0's front end and multi-step: not modelled
+    assert ExecutionModel.from_preset(engine_profile="kernel-only").calibration_error()["serving"] is None
+
+
+def test_serve_env_reset_info_carries_the_bands():
+    from inferencegym.envs.serve_env import LLMServeEnv
+
+    env = LLMServeEnv("static_workload", episode_windows=3)
+    _, info = env.reset(seed=0)
+    ce = info["calibration_error"]
+    assert ce["engine_profile"] == "vllm-v1" and ce["serving"]["ttft"]["max_ape_pct"] > 0

@@ -267,6 +267,11 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         if self.privileged:
             info.update(self._oracle())
         info["action"] = self._action.model_dump()
+        # how far to trust the simulated latencies: the engine profile's bands against measured
+        # serving (TTFT / TPOT / E2E) and its per-iteration band (docs/calibration.md)
+        err = self._cluster.base_model.calibration_error()
+        info["calibration_error"] = {"engine_profile": err["engine_profile"], "serving": err["serving"],
+                                     "engine": err["engine"]}
         return obs, info
 
     def _oracle(self) -> dict[str, Any]:

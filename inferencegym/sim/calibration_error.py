@@ -46,8 +46,10 @@ def _entry(status: str, mape: float | None, source: str) -> dict:
 
 def calibration_error_for(*, gpu: str, model: str, tensor_parallel: int, engine_profile: str,
                           gpu_calibrated: bool, table: dict | None = None) -> dict:
-    """Per op family ``{status, band_pct, source}``, the engine profile's end-to-end band, the
-    measured ranges and the list of extrapolations for ``model`` at ``tensor_parallel`` on ``gpu``."""
+    """Per op family ``{status, band_pct, source}``, the engine profile's end-to-end band, its
+    served-latency bands (``serving``: TTFT / TPOT / E2E against measured vLLM serving, None where
+    the profile has no such comparison), the measured ranges and the list of extrapolations for
+    ``model`` at ``tensor_parallel`` on ``gpu``."""
     t = load_error_table() if table is None else table
     ops = (_REGISTERED.get(gpu) or t["ops"].get(gpu)) if gpu_calibrated else None
     fams = {}
@@ -79,5 +81,6 @@ def calibration_error_for(*, gpu: str, model: str, tensor_parallel: int, engine_
                  f"beyond {rng.get('decode_context_max')} tokens and decode batches beyond "
                  f"{rng.get('decode_batch_max')} are extrapolated (roofline structure, no measurement)")
     return {"gpu": gpu, "model": model, "tensor_parallel": tensor_parallel,
-            "engine_profile": engine_profile, "kernels": fams, "engine": engine, "ranges": rng,
+            "engine_profile": engine_profile, "kernels": fams, "engine": engine,
+            "serving": t.get("serving", {}).get(engine_profile), "ranges": rng,
             "extrapolated": notes, "calibration_version": t.get("version", "")}

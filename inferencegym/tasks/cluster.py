@@ -133,7 +133,7 @@ register_task(_with_rates(TaskSpec(
     tenants=_ONE_TENANT,
     workload=WorkloadSpec(process="poisson", length_fit="azure_conv",
                           max_prompt_tokens=4096, max_output_tokens=1024),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.2,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.5,),
                            load_fraction=0.8),
     **_COMMON)))
 
@@ -146,7 +146,7 @@ register_task(_with_rates(TaskSpec(
     workload=WorkloadSpec(process="poisson", length_fit="azure_conv",
                           max_prompt_tokens=4096, max_output_tokens=1024),
     cluster=ClusterOptions(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)),
-                           capacity_rps=(8.5, 3.2), load_fraction=0.8),
+                           capacity_rps=(10.6, 3.5), load_fraction=0.8),
     **_COMMON)))
 
 register_task(_with_rates(TaskSpec(
@@ -161,7 +161,7 @@ register_task(_with_rates(TaskSpec(
                           tenant_shares=(0.4, 0.6), tenant_rate_profile=("modulated", "modulated"),
                           mega_prompt_rate_per_s=0.1, mega_prompt_tokens=12000,
                           mega_prompt_output_tokens=32, mega_prompt_tenant=1),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.4,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.5,),
                            load_fraction=0.75, burst_ratio=3.0),
     **_COMMON)))
 
@@ -181,7 +181,7 @@ register_task(_with_rates(TaskSpec(
                                                    prefix_tokens=(3000.0, 0.3),
                                                    message_tokens=(150.0, 0.8),
                                                    output_tokens=(100.0, 0.8))),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.5,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.8,),
                            load_fraction=0.9),
     **_COMMON)))
 
@@ -201,7 +201,7 @@ register_task(_with_rates(TaskSpec(
                                                    unique_prompt_tokens=(800.0, 0.8),
                                                    output_tokens=(180.0, 0.7), turns=(5.0, 0.5),
                                                    think_time_s=(8.0, 0.5))),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.7,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.9,),
                            load_fraction=0.9),
     **_COMMON)))
 
