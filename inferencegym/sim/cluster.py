@@ -20,6 +20,7 @@ from inferencegym.sim.execution import ExecutionModel
 from .cache_view import PublishedView
 from .config import ClusterConfig, ReplicaConfig
 from .events import EventQueue
+from .names import check_cluster_names, check_replica_names
 from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pct, pdict, weighted_arith_percentiles
 from .replica import IDLE, RUN, Replica
 from .request import Request
@@ -70,6 +71,7 @@ class Cluster:
                  max_run_iterations: int | None = None) -> None:
         if not isinstance(config, ClusterConfig):
             raise TypeError(f"config must be a ClusterConfig, got {type(config).__name__}")
+        check_cluster_names(config)
         self.config = config
         self.rng = rng if rng is not None else np.random.default_rng(0)
         rc = config.replica
@@ -407,7 +409,9 @@ class Cluster:
         news = []
         for i in ids:  # validate every replica's new config before changing any
             cur = self.replicas[i].target_config
-            news.append((i, cur, dataclasses.replace(cur, **knobs)))
+            new = dataclasses.replace(cur, **knobs)
+            check_replica_names(new)
+            news.append((i, cur, new))
         for i, cur, new in news:
             rep = self.replicas[i]
             if new == cur:
@@ -590,6 +594,10 @@ class Cluster:
         self._features_prev = outstanding
         return out
 
+    def published(self) -> list:
+        """Every replica's prefix cache and load metrics as last published (what routers see)."""
+        return self.cache_view.get(self)
+
     def published_cached_tokens(self, replica_id: int, req: Request) -> int:
         """Prompt tokens of ``req`` cached on ``replica_id`` as last published (what a router may
         credit; at most ``prompt_tokens - 1``, whole blocks)."""
@@ -597,7 +605,7 @@ class Cluster:
         if not h:
             return 0
         bs = self.replicas[replica_id].kv.block_size
-        snap = self.cache_view.get(self)[replica_id]
+        snap = self.published()[replica_id]
         return snap.prefix_blocks(h, (req.prompt_tokens - 1) // bs) * bs
 
     # ------------------------------------------------------------------ results
