@@ -359,8 +359,8 @@ def test_per_tenant_tbt_partitions_the_cluster_tbt():
     cl = Cluster(cfg(num_replicas=2, tenants=ten, kv_budget_fraction=0.05), np.random.default_rng(0))
     cl.submit(reqs)
     cl.run_until(12.0)
-    tw = [sum(rep.ttbt[i].total_weight() for rep in cl.replicas) for i in range(3)]
-    total = sum(rep.tbt.total_weight() for rep in cl.replicas)
+    tw = [sum(rep.win.ttbt[i].total_weight() for rep in cl.replicas) for i in range(3)]
+    total = sum(rep.win.tbt.total_weight() for rep in cl.replicas)
     assert sum(tw) == pytest.approx(total) and min(tw) > 0
     # each tenant's token count = its generated tokens minus first tokens, so far
     for i in range(3):

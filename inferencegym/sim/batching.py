@@ -45,9 +45,9 @@ class VLLMScheduler:
             r = rep.head()
             if r is None:
                 break
-            if chunks and not r.block_hashes and r.prefill_target - r.prefilled_tokens > budget:
-                break  # over the token budget (with block hashes try_admit checks it after the
-            if not rep.try_admit(r, False, budget if chunks else None):  # prefix-cache lookup)
+            # the token budget is checked in try_admit only (after the prefix-cache lookup); a
+            # longer single prompt is admitted alone (no budget while no chunk is planned)
+            if not rep.try_admit(r, False, budget if chunks else None):
                 break
             need = r.prefill_target - r.prefilled_tokens
             if need > 0:

@@ -132,6 +132,9 @@ class ClusterConfig:
     """Split the replicas into prefill and decode instances (Splitwise/DistServe)."""
     prefill_replicas: int = 1
     """Number of prefill instances when disaggregated (the rest decode)."""
+    decode_router: str = "least_outstanding_requests"
+    """When disaggregated, the router (a name of ``ROUTERS``, checked when the cluster is built)
+    that places a prefilled request on a decode instance; ties rotate, never always replica 0."""
     gpu_hour_usd: float | None = None
     """Price of one GPU-hour; None uses the GPU preset's price."""
     recent_window: int = 32

@@ -28,5 +28,6 @@ def check_replica_names(cfg: ReplicaConfig) -> None:
 def check_cluster_names(cfg: ClusterConfig) -> None:
     """The router and every replica config's names are registered (ValueError otherwise)."""
     _check(cfg.router, "router", ROUTERS)
+    _check(cfg.decode_router, "decode_router", set(ROUTERS) - {"external"})
     for rc in (cfg.replica, *cfg.replica_configs):
         check_replica_names(rc)
