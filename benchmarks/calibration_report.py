@@ -235,8 +235,8 @@ def main(argv=None) -> str:
         s.append(EV.__doc__.split("\n\n", 2)[2].strip() + "\n")
         s.append(EV.markdown(EV.validate(ref, ["vllm-v1"])) + "\n")
         s.append("`TTFT gap / sim TPOT`: (measured - simulated TTFT) / simulated TPOT of the inference-perf "
-                 "replay. What the remaining errors are (about one decode step of TTFT: vLLM's asynchronous "
-                 "scheduling; TPOT at large batch: the H100 GEMM fit) is in docs/calibration.md, Limits.\n")
+                 "replay (vLLM V1's asynchronous scheduling and front end are modelled since issue 23). What the "
+                 "remaining errors are (TPOT at large batch: the H100 GEMM fit) is in docs/calibration.md, Limits.\n")
         s.append("Other engine profiles, inference-perf replay only:\n")
         s.append(EV.markdown(EV.validate(ref, ["vllm-2023", "kernel-only"], ("inference-perf",))) + "\n")
         s.append("One decode step of each single-stage (roleplay) run, `vllm-v1`: by Little's law "

@@ -250,7 +250,7 @@ def register(app: typer.Typer) -> None:
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
         quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4 [fp16]"),
-        engine_profile: Optional[str] = typer.Option(None, help="engine overhead: vllm-v1|vllm-2023|"
+        engine_profile: Optional[str] = typer.Option(None, help="engine overhead: vllm-v1|vllm-v0|vllm-2023|"
                                                                 "kernel-only [vllm-v1]"),
         disaggregate: Optional[bool] = typer.Option(None, "--disaggregate/--colocate",
                                                     help="split prefill and decode instances"),
