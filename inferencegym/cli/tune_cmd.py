@@ -54,7 +54,8 @@ def register(app: typer.Typer) -> None:
                               "tracking_uri": out.tracking_uri, "trials": out.trials, "best": out.best,
                               "registered_model": out.registered_model,
                               "registered_version": out.registered_version,
-                              "interrupted": out.interrupted, "wall_s": out.wall_s},
+                              "warm_start": out.warm_start, "interrupted": out.interrupted,
+                              "wall_s": out.wall_s},
                              default=str))
             return
         table = Table(title=f"sweep {spec.name} ({len(out.trials)} trials, {out.wall_s:.0f} s)")
@@ -69,6 +70,7 @@ def register(app: typer.Typer) -> None:
                           ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                     for k, v in t["params"].items()))
         console.print(table)
+        console.print(f"warm start of every trial: {out.warm_start}")
         if out.interrupted:
             console.print(f"[yellow]interrupted[/yellow]: unfinished trials were saved; run the same command "
                           f"again to resume ({out.experiment_path}). No model was registered.")
