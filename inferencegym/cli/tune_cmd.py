@@ -49,6 +49,10 @@ def register(app: typer.Typer) -> None:
         except SweepError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from None
+        except KeyboardInterrupt:  # stopped before Tune started, or a second Ctrl-C / SIGTERM
+            console.print("[yellow]interrupted[/yellow] before the sweep could save its state; run the same "
+                          "command again to resume or start it")
+            raise typer.Exit(130) from None
         if json_out:
             print(json.dumps({"experiment": out.experiment, "experiment_path": out.experiment_path,
                               "tracking_uri": out.tracking_uri, "trials": out.trials, "best": out.best,
