@@ -82,6 +82,9 @@ class Resources(_Strict):
     num_envs_per_env_runner: int = Field(default=1, ge=1, description="vectorised envs per runner")
     num_learners: int = Field(default=0, ge=0, description="remote Learner actors (0: learn in the driver)")
     num_cpus_per_env_runner: float = Field(default=1.0, gt=0)
+    custom_resources_per_env_runner: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources each EnvRunner needs, e.g. {env_runner_node: 1}: "
+        "EnvRunners then run only on nodes started with `ray start --resources '{\"env_runner_node\": N}'`")
     rollout_fragment_length: int | Literal["auto"] = "auto"
 
 

@@ -101,6 +101,7 @@ def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
         .environment(env, env_config=env_config, disable_env_checking=True)
         .env_runners(num_env_runners=r.num_env_runners, num_envs_per_env_runner=r.num_envs_per_env_runner,
                      num_cpus_per_env_runner=r.num_cpus_per_env_runner,
+                     custom_resources_per_env_runner=dict(r.custom_resources_per_env_runner),
                      rollout_fragment_length=r.rollout_fragment_length)
         .learners(num_learners=r.num_learners, learner_class=ConservativePPOTorchLearner,
                   learner_config_dict=learner_settings(cfg, teacher_paths if teacher_paths is not None
