@@ -33,7 +33,6 @@ def _ray_json(args: list[str], env: dict[str, str]) -> list[dict]:
     return json.loads(out.stdout)
 
 
-@pytest.mark.timeout(900)
 def test_ray_job_on_two_nodes_places_env_runners_on_the_worker(tmp_path):
     state = tmp_path / "cluster.json"
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token",
