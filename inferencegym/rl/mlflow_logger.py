@@ -31,7 +31,9 @@ from inferencegym.tracking import _metric_key, ensure_experiment
 #: Result keys left out of MLflow metrics: the trial config RLlib copies into every result, RLlib's
 #: per-connector timers and counters (hundreds of series) and bookkeeping that is not a measurement.
 METRIC_SKIP = ("config/", "timers", "connector", "_sum_episodes_length", "num_healthy_workers", "perf/",
-               "fault_tolerance/", "iterations_since_restore", "timesteps_since_restore", "done", "pid")
+               "fault_tolerance/", "iterations_since_restore", "timesteps_since_restore", "done", "pid",
+               "weights_seq_no", "actor_manager", "timestamp", "num_training_step_calls", "trainable_parameters",
+               "diff_num_grad_updates")
 #: Result key used as the MLflow step (lifetime env steps sampled).
 STEPS_KEY = "num_env_steps_sampled_lifetime"
 
