@@ -41,7 +41,8 @@ _REPLICA_KNOBS = ("batch_cap", "kv_budget_fraction", "chunk_size", "speculation_
 
 def _hw(cfg: ReplicaConfig) -> tuple:
     """Hardware identity of a replica config (model, GPU, tensor parallel, engine profile)."""
-    return (cfg.model, cfg.gpu, cfg.tensor_parallel, cfg.engine_profile)
+    return (cfg.model, cfg.gpu, cfg.tensor_parallel, cfg.engine_profile, cfg.expert_parallel,
+            cfg.kv_cache_dtype)
 
 
 def _p90(values) -> float:
@@ -77,7 +78,8 @@ class Cluster:
             execution_model = ExecutionModel.from_preset(
                 model=rc.model, gpu=rc.gpu, tensor_parallel=rc.tensor_parallel,
                 quantization=rc.quantization, gpu_hour_usd=config.gpu_hour_usd,
-                engine_profile=rc.engine_profile)
+                engine_profile=rc.engine_profile, expert_parallel=rc.expert_parallel,
+                kv_cache_dtype=rc.kv_cache_dtype)
         self.base_model = execution_model
         self._models: dict[str, Any] = {rc.quantization: execution_model}
         alphas = [t.spec_acceptance for t in config.tenants]
@@ -386,7 +388,8 @@ class Cluster:
             m = self._models[key] = ExecutionModel.from_preset(
                 model=cfg.model, gpu=cfg.gpu, tensor_parallel=cfg.tensor_parallel,
                 quantization=cfg.quantization, gpu_hour_usd=self.config.gpu_hour_usd,
-                engine_profile=cfg.engine_profile)
+                engine_profile=cfg.engine_profile, expert_parallel=cfg.expert_parallel,
+                kv_cache_dtype=cfg.kv_cache_dtype)
         return m
 
     def apply_replica_config(self, replica: int | None = None, **knobs: Any) -> dict[str, float]:
