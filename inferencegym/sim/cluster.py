@@ -601,7 +601,21 @@ class Cluster:
             return 0
         bs = self.replicas[replica_id].kv.block_size
         snap = self.cache_view.get(self)[replica_id]
-        return snap.prefix_blocks(h, (req.prompt_tokens - 1) // bs) * bs
+        g, c = snap.prefix_blocks_by_tier(h, (req.prompt_tokens - 1) // bs)
+        return (g + c) * bs  # CPU-tier blocks are reloaded, not recomputed
+
+    def prefix_hit_rate_by_tier(self) -> dict[str, float]:
+        """Since the start: prompt tokens served from each cache tier over prompt tokens looked up
+        at first admission, ``{"gpu": ..., "cpu": ...}`` (NaN before any lookup)."""
+        q = g = c = 0
+        for rep in self.replicas:
+            tq, tg, tc = rep.tier_tokens
+            q += tq
+            g += tg
+            c += tc
+        if not q:
+            return {"gpu": math.nan, "cpu": math.nan}
+        return {"gpu": g / q, "cpu": c / q}
 
     # ------------------------------------------------------------------ results
     _RESULT_FIELDS = ("req_id", "arrival_s", "prompt_tokens", "output_tokens", "tenant", "priority",
