@@ -16,8 +16,11 @@ iteration of ``n`` batched tokens (the whole replica's):
 * **all-to-all** dispatch and combine with expert parallelism: each GPU sends its tokens' hidden
   states to the GPUs of their experts and gets the results back, ``tokens x k x (G-1)/G x hidden``
   bytes each way (dispatch in FP8 when the tier is FP8, as DeepEP does, combine in BF16), over
-  NVLink inside a node (G <= 8) or the per-GPU InfiniBand link beyond, at the bandwidth
-  efficiencies DeepEP measured, plus the GPU's calibrated collective latency per transfer.
+  NVLink inside a node (G <= 8) or the per-GPU InfiniBand link beyond (one network copy per remote
+  node the token's experts span, at most ``routing_node_limit`` nodes for DeepSeek's node-limited
+  routing; NVLink forwarding inside the node is not charged), at the bandwidth efficiencies DeepEP
+  measured, plus the GPU's calibrated collective latency per transfer. No overlap of the
+  all-to-all with computation (SGLang's two-batch overlap, vLLM's dual-batch overlap) is modelled.
 
 Attention runs data-parallel across the ``expert_parallel`` ranks (DeepSeek-style DP attention:
 each rank holds the whole attention, split by TP inside the rank, and its own sequences' KV).
@@ -92,10 +95,16 @@ class MoECost:
         # all-to-all (expert parallelism only)
         G = self.gpus
         if ep > 1:
-            link = (gpu.intra_node_gbytes_per_s * A2A_NVLINK_EFFICIENCY if G <= 8
-                    else gpu.inter_node_gbytes_per_s * A2A_RDMA_EFFICIENCY) * 1e9
             disp = 1.0 if act_in_bytes == 1.0 else ACT_BYTES
-            self.a2a_per_token = k * (G - 1) / G * h * (disp + ACT_BYTES) / G / link
+            if G <= 8:  # one NVLink node
+                copies = k * (G - 1) / G
+                link = gpu.intra_node_gbytes_per_s * A2A_NVLINK_EFFICIENCY * 1e9
+            else:  # across nodes of 8 GPUs: one network copy per remote node the token's experts span
+                nodes = G / 8
+                span = min(k, m.routing_node_limit or k, nodes)
+                copies = span * (nodes - 1) / nodes
+                link = gpu.inter_node_gbytes_per_s * A2A_RDMA_EFFICIENCY * 1e9
+            self.a2a_per_token = copies * h * (disp + ACT_BYTES) / G / link
             self.a2a_lat = 2.0 * a2a_latency_s
         else:
             self.a2a_per_token = 0.0
