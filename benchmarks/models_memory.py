@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|cpu|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -75,12 +75,12 @@ def published() -> None:
     print(f"gpt-oss weights per GPU {g.weight_bytes_per_gpu / 1e9:.1f} GB")
 
 
-def _mooncake(cpu_gb: float) -> dict:
+def _mooncake(cpu_gb: float, router: str = "llmd_precise") -> dict:
     """The `simulate` command of the page, run in process (same options)."""
     from inferencegym.cli.simulate import DEFAULTS, run_scenario
 
     path = default_reference_dir() / "traces" / "mooncake" / "synthetic_trace.jsonl"
-    o = dict(DEFAULTS, model="llama-3-8b", gpu="h100-80gb", replicas=8, router="llmd_precise",
+    o = dict(DEFAULTS, model="llama-3-8b", gpu="h100-80gb", replicas=8, router=router,
              scheduler="sarathi", chunk_size=2048, kv_budget_fraction=0.2, trace=str(path),
              trace_format="mooncake", cpu_kv_gb=cpu_gb)
     t0 = time.process_time()
@@ -105,6 +105,17 @@ def cpu_tier() -> None:
                    f"{r['mean']:.3f}", f"{r['p50']:.3f}", f"{r['p90']:.3f}", f"{r['p99']:.3f}", r["n"],
                    f"{r['cpu_s']:.1f}"))
     print(f"\nmean TTFT change with the CPU tier: {100 * (out[250.0]['mean'] / out[0.0]['mean'] - 1):+.1f}%")
+
+
+def routers() -> None:
+    """Does the CPU tier change which router to pick? Same Mooncake setup, several routers."""
+    print(_row("router", "hit rate, no tier", "mean TTFT s, no tier", "hit rate, 250 GB tier",
+               "mean TTFT s, 250 GB tier"))
+    print(_row(*["---"] * 5))
+    for router in ("round_robin", "least_outstanding_requests", "llmd_precise", "dynamo_kv",
+                   "sglang_cache_aware"):
+        a, b = _mooncake(0.0, router), _mooncake(250.0, router)
+        print(_row(router, f"{a['hit']:.3f}", f"{a['mean']:.3f}", f"{b['hit']:.3f}", f"{b['mean']:.3f}"))
 
 
 def _cost(model: str, gpu: str, quant: str, ep: int, reqs_seed: int) -> float:
@@ -142,12 +153,14 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "cpu", "speed", "all"), default="all")
+    ap.add_argument("--part", choices=("published", "cpu", "routers", "speed", "all"), default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
         published()
     if a.part in ("cpu", "all"):
         cpu_tier()
+    if a.part in ("routers", "all"):
+        routers()
     if a.part in ("speed", "all"):
         speed()
 
