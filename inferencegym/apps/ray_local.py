@@ -204,7 +204,9 @@ app = typer.Typer(add_completion=False, help=__doc__.split("\n\n")[0])
 @app.command("up")
 def up_cmd(
     workers: int = typer.Option(0, "--workers", min=0, help="worker nodes besides the head"),
-    head_cpus: int = typer.Option(1, "--head-cpus", min=0, help="CPUs the head offers"),
+    head_cpus: int = typer.Option(None, "--head-cpus", min=0,
+                                  help="CPUs the head offers (default: the machine's, at least 2, without "
+                                       "workers; 1 with workers)"),
     worker_cpus: int = typer.Option(1, "--worker-cpus", min=0, help="CPUs each worker node offers"),
     worker_resources: str = typer.Option("{}", "--worker-resources",
                                          help='custom resources of each worker node, JSON: {"env_runner_node": 1}'),
@@ -222,6 +224,8 @@ def up_cmd(
         typer.echo(f'error: --worker-resources expects a JSON object like {{"env_runner_node": 1}}; got '
                    f"{worker_resources[:80]!r}", err=True)
         raise typer.Exit(2) from None
+    if head_cpus is None:
+        head_cpus = 1 if workers else max(2, os.cpu_count() or 2)
     state = up(workers=workers, head_cpus=head_cpus, worker_cpus=worker_cpus, worker_resources=res or None)
     state_file.write_text(json.dumps(state, indent=1))
     typer.echo(state["address"])
