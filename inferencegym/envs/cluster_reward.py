@@ -140,7 +140,7 @@ class RouterLedger:
 
 
 @dataclass(frozen=True)
-class ReplicaWindow:
+class ReplicaRewardWindow:
     """One window's replica figures: reward components (arrays over replicas) and observables."""
 
     components: dict[str, np.ndarray]
@@ -149,7 +149,7 @@ class ReplicaWindow:
     slo_attainment: np.ndarray
 
 
-def replica_rewards(ledger: RouterLedger, capacity_tokens_per_window: np.ndarray) -> ReplicaWindow:
+def replica_rewards(ledger: RouterLedger, capacity_tokens_per_window: np.ndarray) -> ReplicaRewardWindow:
     """Each replica's reward components for the window that ends now (then rolls the window).
 
     ``throughput`` = output tokens produced / (capacity_rps x mean output length x window);
@@ -172,4 +172,4 @@ def replica_rewards(ledger: RouterLedger, capacity_tokens_per_window: np.ndarray
     total = (c.w_throughput * comps["throughput"] + c.w_replica_slo * comps["slo"]
              + c.w_preemption * comps["preemption"] + c.w_shared * comps["shared"])
     win.roll()
-    return ReplicaWindow(components=comps, total=total, throughput=thr, slo_attainment=attain)
+    return ReplicaRewardWindow(components=comps, total=total, throughput=thr, slo_attainment=attain)

@@ -209,8 +209,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self.observation_space = spaces.Box(0.0, np.inf, shape=(len(OBS_FEATURES),), dtype=np.float32)
         self._ttft_slo = min(t.ttft_slo_s for t in task.tenants)
         self._tbt_slo = min(t.tbt_slo_s for t in task.tenants)
-        self._tenant_ttft = [t.ttft_slo_s for t in task.tenants]
-        self._tenant_tbt = [t.tbt_slo_s for t in task.tenants]
         self._priority_names = [t.name for t in task.tenants if t.priority == 1]
         self._nominal_rate, self._nominal_tok = nominal_rates(task)
         self._tenant_weights = [t.grade_weight for t in task.tenants]
@@ -227,13 +225,10 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
     def _setup_models(self) -> None:
         t = self.task
         self._quality = {}
-        self._gpu_mem_bytes = None
         for tier in QUANTIZATION_TIERS:
             m = ExecutionModel.from_preset(model=t.model, gpu=t.gpu, tensor_parallel=t.tensor_parallel,
                                            quantization=tier.lower(), engine_profile=t.engine_profile)
             self._quality[tier] = float(m.quality_delta)
-            if tier == "FP16":
-                self._usd_per_s = m.gpu_hour_usd * t.replicas / 3600.0
         g = get_gpu(t.gpu)
         self._gpu_mem_gb = _gpu_mem_gb(g) * t.tensor_parallel * t.replicas
 
@@ -250,7 +245,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self._wl = generate_episode_workload(self.workload_task(), np.random.default_rng(int(s_wl)))
         self._cluster, self._action = self._make_cluster(np.random.default_rng(int(s_sim)))
         self._step = 0
-        self._now = 0.0
         self._next_req_id = 0
         self._records: list[tuple] = []
         self._ttfts: list[float] = []
