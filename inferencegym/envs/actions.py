@@ -29,11 +29,11 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from inferencegym.sim.config import QUANTIZATION_TIERS as SIM_QUANTIZATION_TIERS
+from inferencegym.sim.config import ACTION_QUANTIZATION_TIERS
 from inferencegym.tasks.spec import DEFAULT_KNOBS
 
-QUANTIZATION_TIERS: tuple[str, ...] = tuple(t.upper() for t in SIM_QUANTIZATION_TIERS)
-"""The simulator's tiers (``sim.config.QUANTIZATION_TIERS``, the one definition) as the action's
+QUANTIZATION_TIERS: tuple[str, ...] = tuple(t.upper() for t in ACTION_QUANTIZATION_TIERS)
+"""The action's tiers (``sim.config.ACTION_QUANTIZATION_TIERS``, derived from the one definition) as
 labels, in the index order of ``quantization_tier`` in the Dict space and the flat encoding."""
 
 BATCH_CAP_MIN, BATCH_CAP_MAX = 1, 512
