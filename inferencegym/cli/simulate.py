@@ -47,13 +47,13 @@ def load_tenants(path: str | Path):
     """Tenant classes from YAML: a list (or ``{tenants: [...]}``) of mappings with TenantSpec fields
     (name, priority, ttft_slo_s, tbt_slo_s, spec_acceptance) plus an optional ``share`` (fraction of
     generated requests; default equal shares). Returns (tuple of TenantSpec, list of shares)."""
-    import yaml
+    from inferencegym.safe_yaml import read_yaml
 
 
     p = Path(path)
     if not p.is_file():
         raise typer.BadParameter(f"tenants file not found: {p}")
-    data = yaml.safe_load(p.read_text())
+    data = read_yaml(p, "tenants file")
     if isinstance(data, dict) and "tenants" in data:
         data = data["tenants"]
     if not isinstance(data, list) or not data or not all(isinstance(d, dict) for d in data):

@@ -33,14 +33,8 @@ def train_command(
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     from rich.console import Console
 
-    from inferencegym.rl.pipeline import select_after_training  # lazy: imports Ray / torch (~5 s)
-    from inferencegym.rl.train import (  # lazy: imports Ray / torch (~5 s); not at start-up
-        run_training,
-        summary_metrics,
-    )
-
     console = Console()
-    try:
+    try:  # the config is checked before Ray and torch are imported: a bad one fails in a second
         cfg = load_config(config).with_overrides(steps=steps, seed=seed, iterations=iterations, sets=set_)
         data = cfg.to_dict()
         if name:
@@ -52,6 +46,11 @@ def train_command(
         get_task(cfg.task_id)  # an unknown task fails here, before Ray starts
     except (ConfigError, ValueError) as exc:
         fail(one_line(exc))
+    from inferencegym.rl.pipeline import select_after_training  # lazy: imports Ray / torch (~5 s)
+    from inferencegym.rl.train import (  # lazy: imports Ray / torch (~5 s); not at start-up
+        run_training,
+        summary_metrics,
+    )
     out = run_training(cfg, storage_path=storage, resume=resume, progress=progress, config_path=str(config))
     console.print(f"[bold green]done[/] in {out.wall_s:.1f} s: {summary_metrics(out.metrics)}")
     console.print(f"checkpoint: {out.checkpoint}")

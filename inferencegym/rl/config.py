@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+from inferencegym.safe_yaml import YamlInputError, load_yaml, read_yaml, short
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferencegym.envs.actions import FLAT_BUCKETS
@@ -377,7 +377,10 @@ class TrainConfig(_Strict):
                 if not isinstance(node.get(part), dict):
                     raise ConfigError(f"--set {item!r}: {part!r} is not a section of the config")
                 node = node[part]
-            node[parts[-1]] = yaml.safe_load(raw)
+            try:
+                node[parts[-1]] = load_yaml(raw, f"--set {key}")
+            except YamlInputError as exc:
+                raise ConfigError(str(exc)) from None
         if steps is not None:
             data["stop"]["timesteps_total"] = int(steps)
         if iterations is not None:
@@ -401,7 +404,7 @@ def _format_errors(path: str, exc: ValidationError) -> str:
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         given = err.get("input")
-        given_s = "" if isinstance(given, dict) else f" (given: {given!r})"
+        given_s = "" if isinstance(given, dict) else f" (given: {short(given)})"
         lines.append(f"  - {loc}: {err['msg']}{given_s}")
     lines.append("See docs/training.md for the schema and rllib_configs/ for examples.")
     return "\n".join(lines)
@@ -425,7 +428,7 @@ def load_config(path: str | Path) -> TrainConfig:
         here = sorted(x.name for x in Path("rllib_configs").glob("*.yaml")) if Path("rllib_configs").is_dir() else []
         raise ConfigError(f"training config {p} not found" + (f"; available in rllib_configs/: {here}" if here else ""))
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"training config {p} is not valid YAML: {exc}") from None
+        data = read_yaml(p, "training config")
+    except YamlInputError as exc:
+        raise ConfigError(f"training config {exc}") from None
     return parse_config(data, str(p))

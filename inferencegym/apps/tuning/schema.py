@@ -7,7 +7,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+from inferencegym.safe_yaml import YamlInputError, read_yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferencegym.envs.reward import ClusterRewardConfig, RewardConfig
@@ -135,9 +135,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, Any]:
         have = sorted(str(x) for x in Path("tune").glob("*.yaml")) if Path("tune").is_dir() else []
         raise SweepError(f"sweep file {p} not found" + (f"; available: {', '.join(have)}" if have else ""))
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise SweepError(f"sweep file {p} is not valid YAML: {exc}") from None
+        data = read_yaml(p, "sweep file")
+    except YamlInputError as exc:
+        raise SweepError(f"sweep file {exc}") from None
     if not isinstance(data, dict):
         raise SweepError(f"invalid sweep file {p}: expected a mapping at the top level")
     try:
