@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from inferencegym.cli.output import print_table
+
 from inferencegym.cli.validation import OptionError, check_bins, check_output_path
 from inferencegym.workload import load_any
 from inferencegym.workload.adversarial import inject_mega_prompts, jitter
@@ -288,7 +290,7 @@ def compare_cmd(
     if "prefix" in r:
         for row in format_prefix_compare(r["prefix"]["a"], r["prefix"]["b"]):
             t.add_row(*row)
-    Console().print(t)
+    print_table(t)
 
 
 @data_app.command("spikes")
@@ -321,7 +323,7 @@ def spikes_cmd(
         t.add_column(col, justify="right")
     for s in spikes:
         t.add_row(f"{s.start_s:.1f}", f"{s.end_s:.1f}", f"{s.peak_rate_per_s:.2f}", str(s.requests))
-    Console().print(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from inferencegym.cli.output import print_table
+
 from inferencegym.rl.config import load_config
 
 DEFAULT_TASK = "cluster_routing"
@@ -85,7 +87,7 @@ def demo_command(
         table.add_row(str(r["policy"]), f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
                       f"{r.get('ttft_p99_s') or float('nan'):.3f}", f"{r.get('e2e_p99_s') or float('nan'):.3f}",
                       f"{r.get('throughput_tok_s') or float('nan'):.1f}")
-    console.print(table)
+    print_table(table, console=console)
     if train and "selection" in record:
         sel = record["selection"]
         console.print(f"returned policy: {sel['selected']} (best mean grade on {sel['val_episodes']} "

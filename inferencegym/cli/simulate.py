@@ -14,6 +14,8 @@ from typing import Any, Optional
 
 import typer
 
+from inferencegym.cli.output import print_table
+
 from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.workload import load_trace
@@ -223,7 +225,7 @@ def _print_table(s: dict) -> None:
         for n, d in s["tenants"].items():
             t.add_row(f"[{n}] ttft p99 / tbt p99 / SLO",
                       f"{f(d['ttft_s']['p99'])} / {f(d['tbt_s']['p99'])} / {f(d['slo_attainment'])}")
-    Console().print(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:

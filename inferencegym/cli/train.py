@@ -9,8 +9,27 @@ from typing import Optional
 import typer
 
 from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import NOT_MEASURED, fmt_metric
 from inferencegym.envs import get_task
 from inferencegym.rl.config import ConfigError, load_config, parse_config
+
+
+_SUMMARY_KEYS = (("training_iteration", "iterations", ".0f"), ("env_steps", "env steps", ",.0f"),
+                 ("time_total_s", "time s", ".1f"), ("episode_return_mean", "return", ".4g"),
+                 ("grade/score", "grade", ".3f"))
+
+
+def format_summary(summary: dict) -> str:
+    """The last iteration's headline numbers in words. RLlib reports the episode return and the
+    grade as NaN (or not at all) for an iteration in which no episode ended (an episode longer than
+    the iteration's sample batch): those print as "n/a (not measured ...)", never ``nan``; the
+    validation line below gives the measured grade of the returned policy."""
+    parts = []
+    for key, label, spec in _SUMMARY_KEYS:
+        missing = NOT_MEASURED if key in ("training_iteration", "env_steps", "time_total_s") else \
+            "n/a (not measured: no episode ended in the last iteration)"
+        parts.append(f"{label} {fmt_metric(summary.get(key), spec, missing)}")
+    return ", ".join(parts)
 
 
 def train_command(
@@ -52,7 +71,7 @@ def train_command(
         summary_metrics,
     )
     out = run_training(cfg, storage_path=storage, resume=resume, progress=progress, config_path=str(config))
-    console.print(f"[bold green]done[/] in {out.wall_s:.1f} s: {summary_metrics(out.metrics)}")
+    console.print(f"[bold green]done[/] in {out.wall_s:.1f} s: {format_summary(summary_metrics(out.metrics))}")
     console.print(f"checkpoint: {out.checkpoint}")
     console.print(f"modules:    {out.module_dir}")
     n_val = cfg.evaluation.val_episodes if val_episodes is None else val_episodes

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from inferencegym.cli.output import print_table
+
 from inferencegym.cli.errors import fail, one_line
 from inferencegym.rl.config import ConfigError
 
@@ -66,7 +68,7 @@ def register(app: typer.Typer) -> None:
                           str(t["training_iteration"]),
                           ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                     for k, v in t["params"].items()))
-        console.print(table)
+        print_table(table, console=console)
         if out.interrupted:
             console.print(f"[yellow]interrupted[/yellow]: unfinished trials were saved; run the same command "
                           f"again to resume ({out.experiment_path}). No model was registered.")
