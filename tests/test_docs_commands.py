@@ -329,6 +329,30 @@ def test_the_checker_catches_a_missing_flag_subcommand_or_bad_value():
     assert _check_script(DocCommand("x", 1, "python benchmarks/difficulty_table.py --no-such-flag"))
 
 
+NOT_MODULES = {"inferencegym.pool": "the Parquet metadata key of a pool (workload/pool.py)"}
+
+
+def test_every_dotted_module_path_in_the_docs_exists():
+    """``inferencegym.a.b[.attr]`` in README/docs names a module (or an attribute of one)."""
+    bad = []
+    for f in DOC_FILES:
+        for name in sorted(set(re.findall(r"\binferencegym(?:\.[A-Za-z_]\w*)+", f.read_text()))):
+            if name in NOT_MODULES:
+                continue
+            parts = name.split(".")
+            for i in range(len(parts), 0, -1):
+                base = ROOT.joinpath(*parts[:i])
+                src = base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
+                if src.exists():
+                    rest = parts[i:]
+                    if rest and not re.search(rf"\b{rest[0]}\b", src.read_text()):
+                        bad.append(f"{f.name}: {name} ({'.'.join(parts[:i])} has no {rest[0]!r})")
+                    break
+            else:
+                bad.append(f"{f.name}: {name} (no such module)")
+    assert not bad, "\n".join(bad)
+
+
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory, reference_dir):
     """A project folder with the repository's config folders, an empty data/, and ../shared."""
