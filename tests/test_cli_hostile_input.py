@@ -71,6 +71,8 @@ def _jsonl(tmp_path: Path, name: str, second: str) -> Path:
      "row 2 (line 2), field 'input_length': expected a token count <= 100,000,000"),
     ('{"timestamp": 1e300, "input_length": 10, "output_length": 5, "hash_ids": [1]}',
      "row 2 (line 2), field 'timestamp'"),
+    ('{"timestamp": 1' + "0" * 400 + ', "input_length": 10, "output_length": 5, "hash_ids": [1]}',
+     "row 2 (line 2), field 'timestamp': expected a finite number"),
 ])
 def test_hostile_jsonl_rows_fail_in_one_line_naming_file_and_row(tmp_path, second, needle):
     p = _jsonl(tmp_path, "t.jsonl", second)

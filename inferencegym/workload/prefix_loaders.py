@@ -147,8 +147,9 @@ def _is_int64(v) -> bool:
 def _check_value(kind: str, v) -> bool:
     if kind == "int":
         return _is_int64(v)
-    if kind == "num":
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if kind == "num":  # an int past float's range is not a finite number either
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and \
+            (isinstance(v, float) and math.isfinite(v) or isinstance(v, int) and abs(v) <= INT64_MAX)
     if kind == "str":
         return isinstance(v, str)
     return isinstance(v, list) and all(_is_int64(x) and x >= 0 for x in v)
