@@ -111,6 +111,33 @@ def test_hostile_csv_rows_fail_naming_row_and_column(tmp_path, row, needle):
     assert not out.exists()
 
 
+def test_hostile_fit_files_and_pools_fail_in_one_line_naming_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a":' * 50_000 + "1" + "}" * 50_000)
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    for f, needle in ((deep, "nested deeper than 64"), (listed, "not a workload fit")):
+        res, _ = run("data", "generate", "--fit", str(f), "--duration-s", "10", "--output",
+                     str(tmp_path / "g.parquet"))
+        assert_one_line_error(res, (str(f), needle))
+    for name, cols, needle in (
+            ("nan.parquet", {"arrival_s": [0.0, float("nan")], "prompt_tokens": [1, 2], "output_tokens": [1, 1]},
+             "row 2, column 'arrival_s': expected a finite time"),
+            ("neg.parquet", {"arrival_s": [0.0, 1.0], "prompt_tokens": [1, 2], "output_tokens": [1, -5]},
+             "row 2, column 'output_tokens': expected a whole token count"),
+            ("huge.parquet", {"arrival_s": [0.0, 1.0], "prompt_tokens": [1, 2**62], "output_tokens": [1, 1]},
+             "row 2, column 'prompt_tokens'"),
+            ("text.parquet", {"arrival_s": ["0", "1"], "prompt_tokens": [1, 2], "output_tokens": [1, 1]},
+             "column 'arrival_s' holds string")):
+        pool = tmp_path / name
+        pq.write_table(pa.table(cols), pool)
+        res, _ = run("data", "compare", str(pool), str(pool))
+        assert_one_line_error(res, (str(pool), needle))
+
+
 # -- item 7: one safe YAML loader -------------------------------------------------------------------
 
 def _laughs() -> str:

@@ -15,6 +15,7 @@ from inferencegym.workload import load_any
 from inferencegym.workload.adversarial import inject_mega_prompts, jitter
 from inferencegym.workload.fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate
 from inferencegym.workload.io import write_replay_csv
+from inferencegym.workload.jsonio import read_json
 from inferencegym.workload.pool import prepare, write_pool
 from inferencegym.workload.prefix_fit import fit_prefix_specs
 from inferencegym.workload.prefix_gen import (
@@ -241,10 +242,13 @@ def _is_prefix_spec(fit: str) -> bool:
     if fit in PREFIX_FITS:
         return True
     p = Path(fit)
-    try:
-        return p.suffix == ".json" and p.exists() and json.loads(p.read_text()).get("schema") == SCHEMA
-    except (OSError, ValueError):
+    if p.suffix != ".json" or not p.is_file():
         return False
+    try:
+        d = read_json(p, "fit")
+    except (OSError, ValueError):
+        return False  # WorkloadFit.load then says what is wrong with the file
+    return isinstance(d, dict) and d.get("schema") == SCHEMA
 
 
 @data_app.command("compare")

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .hashchain import check_chain
+from .jsonio import parse_json_line
 from .limits import INT64_MAX, MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
 from .trace import Workload
 
@@ -62,50 +63,6 @@ _WANT = {"int": "an integer (|x| <= 2^63-1)", "num": "a finite number",
          "ids": "a list of integer block ids in [0, 2^63-1]",
          "str": "a string"}
 _INT_COLUMNS = {"chat_id": "chat", "parent_chat_id": "parent", "turn": "turn"}
-
-
-MAX_JSON_DEPTH = 64
-"""Deepest nesting of ``[``/``{`` a trace line may have (a row needs 2; deeper is refused before
-parsing, so a hostile line cannot exhaust the parser's recursion)."""
-
-
-def _nesting_depth(line: str) -> int:
-    """Deepest ``[``/``{`` nesting of a JSON text (brackets inside strings are skipped)."""
-    depth = deepest = 0
-    in_str = escaped = False
-    for ch in line:
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_JSON_DEPTH:
-                    return deepest
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
-def parse_json_line(line: str, where: str):
-    """``json.loads(line)`` with a one-line ``ValueError`` naming ``where`` on any bad line
-    (invalid JSON, nesting deeper than :data:`MAX_JSON_DEPTH`)."""
-    if _nesting_depth(line) > MAX_JSON_DEPTH:
-        raise ValueError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels "
-                         "(expected one flat object per line)")
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:  # pragma: no cover - the depth check comes first
-        raise ValueError(f"{where}: JSON nested too deeply (expected one flat object per line)") from None
 
 
 def _lines(path: Path):
