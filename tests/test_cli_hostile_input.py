@@ -330,3 +330,19 @@ def test_training_summary_never_prints_nan():
     assert "return n/a (not measured" in s and "grade n/a (not measured" in s
     s = format_summary({"episode_return_mean": -1.25, "grade/score": 0.8})
     assert "return -1.25" in s and "grade 0.800" in s
+
+
+def test_training_summary_reports_the_last_measured_value_from_the_trial_results(tmp_path):
+    """The value comes from the trial's result.json: the last iteration in which an episode ended."""
+    from inferencegym.cli.train import format_summary, last_measured
+
+    lines = [{"training_iteration": 1, "env_runners": {"episode_return_mean": -3.5, "grade/score": 0.61}},
+             {"training_iteration": 2, "env_runners": {"episode_return_mean": -2.0, "grade/score": 0.7}},
+             {"training_iteration": 3, "env_runners": {"episode_return_mean": float("nan")}}]
+    (tmp_path / "result.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    earlier = last_measured(tmp_path)
+    assert earlier == {"episode_return_mean": (-2.0, 2), "grade/score": (0.7, 2)}
+    s = format_summary({"training_iteration": 3.0, "episode_return_mean": math.nan}, earlier)
+    assert "return -2 (iteration 2; no episode ended in the last one)" in s
+    assert "grade 0.700 (iteration 2" in s and "nan" not in s.replace("n/a", "")
+    assert last_measured(tmp_path / "missing") == {}
