@@ -346,3 +346,16 @@ def test_training_summary_reports_the_last_measured_value_from_the_trial_results
     assert "return -2 (iteration 2; no episode ended in the last one)" in s
     assert "grade 0.700 (iteration 2" in s and "nan" not in s.replace("n/a", "")
     assert last_measured(tmp_path / "missing") == {}
+
+
+def test_rich_markup_in_what_the_user_gives_is_printed_not_interpreted(tmp_path):
+    res, out = run("evaluate", "--policy", "[/x]", "--task", "static_workload", "--episodes", "1")
+    assert_one_line_error(res, ("unknown policy '[/x]'",))
+    res, out = run("data", "prepare", "--input", str(tmp_path / "[/bold]x.csv"), "--output",
+                   str(tmp_path / "o.parquet"))
+    assert_one_line_error(res, ("[/bold]x.csv",))
+    res, out = run("data", "generate", "--duration-s", "30", "--output", str(tmp_path / "[red]g.parquet"))
+    assert res.exit_code == 0, res.output
+    res, out = run("data", "compare", str(tmp_path / "[red]g.parquet"), str(tmp_path / "[red]g.parquet"))
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "A: [red]g.parquet" in res.output

@@ -10,6 +10,7 @@ import typer
 
 from inferencegym.cli.output import print_table
 
+from inferencegym.cli.errors import fail, one_line
 from inferencegym.cli.validation import OptionError, check_bins, check_output_path
 from inferencegym.workload import load_any
 from inferencegym.workload.adversarial import inject_mega_prompts, jitter
@@ -34,10 +35,7 @@ data_app = typer.Typer(help="Workload traces: prepare Parquet pools, fit, genera
 
 
 def _fail(exc: Exception) -> None:
-    from rich.console import Console
-
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-    raise typer.Exit(2)
+    fail(one_line(exc, limit=600))
 
 
 FORMAT_HELP = "burstgpt | azure | replay | mooncake | bailian | auto (from the header / .jsonl fields)."
@@ -287,7 +285,9 @@ def compare_cmd(
     from rich.table import Table
 
     t = Table(title="trace comparison")
-    for col in ("metric", f"A: {a.name}", f"B: {b.name}", "B vs A"):
+    from rich.markup import escape
+
+    for col in ("metric", f"A: {escape(a.name)}", f"B: {escape(b.name)}", "B vs A"):
         t.add_column(col)
     for row in format_compare(r):
         t.add_row(*row)

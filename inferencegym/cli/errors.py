@@ -58,8 +58,10 @@ def one_line(exc: BaseException, limit: int = 400) -> str:
 def fail(message: str, code: int = 2) -> None:
     """Print ``error: message`` on stderr and exit with ``code``."""
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True, soft_wrap=True, highlight=False).print(f"[red]error:[/red] {message}",
+    # escaped: a message echoes what the user gave ("[/x]" would otherwise be a rich markup error)
+    Console(stderr=True, soft_wrap=True, highlight=False).print(f"[red]error:[/red] {escape(message)}",
                                                                 markup=True)
     raise typer.Exit(code)
 

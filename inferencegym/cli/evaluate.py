@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate policies: mean grade with 95% CI, p99 TTFT, throughput and cost per task."""
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
         def partial(row: dict, wall_s: float) -> None:
             nonlocal done
             done += 1
-            prog.console.print(f"[{done}/{n_runs}] {row['task']} {row['policy']}: score "
+            prog.console.print(f"\\[{done}/{n_runs}] {escape(row['task'])} {escape(row['policy'])}: score "
                                f"{row['score_mean']:.3f} ± {row['score_ci95']:.3f}, p99 TTFT "
                                f"{fmt_metric(row.get('ttft_p99_s'), '.3f', '-')} s ({episodes} episodes, "
                                f"{wall_s:.1f} s)")
@@ -84,7 +85,7 @@ def register(app: typer.Typer) -> None:
                       TimeElapsedColumn(), console=err, transient=True) as prog:
             bar = prog.add_task("evaluating", total=n_runs * episodes)
             for (p, t), pol in built.items():
-                prog.update(bar, description=f"{p} on {t}")
+                prog.update(bar, description=escape(f"{p} on {t}"))
                 t0 = time.perf_counter()
                 res = evaluate_policy(pol, t, episodes=episodes, seed=seed, policy_name=p,
                                       episode_windows=episode_windows,
@@ -96,7 +97,7 @@ def register(app: typer.Typer) -> None:
                     from inferencegym.evaluation.cluster import (  # lazy: imports Ray / torch (~5 s); not at start-up
                         evaluate_cluster_policy,  # lazy: imports Ray / torch (~5 s); not at start-up
                     )
-                    prog.update(bar, description=f"{p} on {t}")
+                    prog.update(bar, description=escape(f"{p} on {t}"))
                     t0 = time.perf_counter()
                     cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
                                                                 episode_windows=episode_windows,
@@ -126,7 +127,7 @@ def register(app: typer.Typer) -> None:
             return "-" if x is None else format(x, spec)
 
         for r in rows:
-            table.add_row(r["task"], r["policy"], f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
+            table.add_row(escape(r["task"]), escape(r["policy"]), f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
                           fmt(r["ttft_p99_s"], ".3f"), fmt(r["tbt_p99_s"], ".3f"),
                           fmt(r["throughput_tok_s"], ".1f"), fmt(r["cost_per_1k_tokens"], ".5f"))
         print_table(table)

@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
             out = run_sweep(spec, cfg, num_samples=num_samples, storage_path=storage, resume=resume,
                             progress=not json_out, sweep_file=sweep)
         except SweepError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            fail(one_line(exc, limit=600))
             raise typer.Exit(2) from None
         if json_out:
             print(json.dumps({"experiment": out.experiment, "experiment_path": out.experiment_path,
