@@ -359,3 +359,42 @@ def test_rich_markup_in_what_the_user_gives_is_printed_not_interpreted(tmp_path)
     res, out = run("data", "compare", str(tmp_path / "[red]g.parquet"), str(tmp_path / "[red]g.parquet"))
     assert res.exit_code == 0, (res.output, res.exception)
     assert "A: [red]g.parquet" in res.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--fit", "mooncake_agent", "--rate", "1e9"), "--rate must be in (0, 100000] req/s"),
+    (("--rate", "1000", "--duration-s", "1e7"), "at most 5,000,000 are generated"),
+    (("--jitter-s", "-1"), "--jitter-s must be in [0,"),
+    (("--mega-prompt-tokens", "-5"), "--mega-prompt-tokens must be in [0, 100,000,000]"),
+    (("--mega-prompt-tokens", "10", "--mega-every-s", "1e-300"), "--mega-every-s must be >= 0.001 s"),
+])
+def test_data_generate_sizes_are_checked_before_drawing(tmp_path, args, needle):
+    out = tmp_path / "g.parquet"
+    res, _ = run("data", "generate", *args, "--output", str(out))
+    assert_one_line_error(res, (needle,))
+    assert not out.exists()
+
+
+def test_spikes_local_window_is_bounded(tmp_path):
+    out = tmp_path / "g.parquet"
+    assert run("data", "generate", "--duration-s", "600", "--output", str(out))[0].exit_code == 0
+    for bad in ("-5", "1e300"):
+        res, _ = run("data", "spikes", str(out), "--local-window-s", bad)
+        assert_one_line_error(res, ("--local-window-s must be in [--bin-s = 10,",))
+
+
+@pytest.mark.parametrize("value, needle", [(".nan", "ppo.lr must be a finite number"),
+                                           ("[[0, .inf]]", "ppo.lr.0.1 must be a finite number"),
+                                           ("nan", "ppo.lr")])
+def test_train_refuses_nan_and_inf_from_set_before_ray_starts(value, needle):
+    t0 = time.perf_counter()
+    res, _ = run("train", "--config", str(ROOT / "rllib_configs/static_workload.yaml"), "--set", f"ppo.lr={value}")
+    assert_one_line_error(res, (needle,))
+    assert time.perf_counter() - t0 < 20.0
+
+
+def test_evaluate_with_an_unreachable_endpoint_or_no_task_fails_in_one_line():
+    res, _ = run("evaluate", "--policy", "http://127.0.0.1:1", "--task", "static_workload", "--episodes", "1")
+    assert_one_line_error(res, ("cannot reach policy endpoint http://127.0.0.1:1",))
+    res, _ = run("evaluate", "--policy", "random", "--task", ",", "--episodes", "1")
+    assert_one_line_error(res, ("give at least one --task",))

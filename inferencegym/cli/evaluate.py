@@ -46,15 +46,21 @@ def register(app: typer.Typer) -> None:
 
         policies = _split(policy)
         if not policies:
-            raise typer.BadParameter("give at least one --policy")
+            fail("give at least one --policy (a name, checkpoint:PATH, pretrained:TASK or http://URL)")
+        endpoint_errors: tuple[type[BaseException], ...] = ()
         if any(p.startswith(("http://", "https://")) for p in policies):
             # registers the http:// and https:// handlers of the policy registry (docs/architecture.md:
             # "a registry low down gets handlers from above"); lazy: imports Ray / torch (~5 s)
             import inferencegym.apps.policy_endpoint  # noqa: F401
+            from inferencegym.apps.policy_endpoint.client import EndpointError
+
+            endpoint_errors = (EndpointError,)
         if task == "all":
             tasks = [t.task_id for t in list_tasks(kind="single")]
         else:
             tasks = _split([task])
+        if not tasks:
+            fail("give at least one --task (a task id, comma-separated ids, or 'all')")
         try:
             # cluster tasks (kind="cluster") run in the multi-agent ClusterEnv: envs/cluster_evaluation.py
             cluster = [t for t in tasks if get_task(t).kind == "cluster"]
@@ -64,6 +70,8 @@ def register(app: typer.Typer) -> None:
                 for t in cluster:
                     get_policy(p, t)  # validates the name before anything runs
         except ValueError as exc:
+            fail(one_line(exc))
+        except endpoint_errors as exc:  # an unreachable or failing endpoint, before anything ran
             fail(one_line(exc))
 
         # Progress and partial results go to stderr (stdout keeps the table or the JSON): a bar while
@@ -81,28 +89,31 @@ def register(app: typer.Typer) -> None:
                                f"{fmt_metric(row.get('ttft_p99_s'), '.3f', '-')} s ({episodes} episodes, "
                                f"{wall_s:.1f} s)")
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=True) as prog:
-            bar = prog.add_task("evaluating", total=n_runs * episodes)
-            for (p, t), pol in built.items():
-                prog.update(bar, description=escape(f"{p} on {t}"))
-                t0 = time.perf_counter()
-                res = evaluate_policy(pol, t, episodes=episodes, seed=seed, policy_name=p,
-                                      episode_windows=episode_windows,
-                                      on_episode=lambda ep: prog.advance(bar))
-                results.append(res)
-                partial(res.to_json_dict(), time.perf_counter() - t0)
-            for p in policies:
-                for t in cluster:
-                    from inferencegym.evaluation.cluster import (  # lazy: imports Ray / torch (~5 s); not at start-up
-                        evaluate_cluster_policy,  # lazy: imports Ray / torch (~5 s); not at start-up
-                    )
+        try:
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err, transient=True) as prog:
+                bar = prog.add_task("evaluating", total=n_runs * episodes)
+                for (p, t), pol in built.items():
                     prog.update(bar, description=escape(f"{p} on {t}"))
                     t0 = time.perf_counter()
-                    cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
-                                                                episode_windows=episode_windows,
-                                                                progress=lambda i: prog.advance(bar)))
-                    partial(cluster_rows[-1], time.perf_counter() - t0)
+                    res = evaluate_policy(pol, t, episodes=episodes, seed=seed, policy_name=p,
+                                          episode_windows=episode_windows,
+                                          on_episode=lambda ep: prog.advance(bar))
+                    results.append(res)
+                    partial(res.to_json_dict(), time.perf_counter() - t0)
+                for p in policies:
+                    for t in cluster:
+                        from inferencegym.evaluation.cluster import (  # lazy: imports Ray / torch (~5 s); not at start-up
+                            evaluate_cluster_policy,  # lazy: imports Ray / torch (~5 s); not at start-up
+                        )
+                        prog.update(bar, description=escape(f"{p} on {t}"))
+                        t0 = time.perf_counter()
+                        cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
+                                                                    episode_windows=episode_windows,
+                                                                    progress=lambda i: prog.advance(bar)))
+                        partial(cluster_rows[-1], time.perf_counter() - t0)
+        except endpoint_errors as exc:  # the endpoint failed during the run: exit 1
+            fail(one_line(exc), code=1)
         rows = [r.to_json_dict() for r in results] + cluster_rows
         if mlflow:
             try:

@@ -10,19 +10,21 @@ location in the file.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any, Literal
 
-from inferencegym.safe_yaml import YamlInputError, load_yaml, read_yaml, short
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferencegym.envs.actions import FLAT_BUCKETS
+from inferencegym.safe_yaml import YamlInputError, load_yaml, read_yaml, short
 
 Schedule = float | list[tuple[int, float]]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: refused
 
 
 def _check_schedule(name: str, v: Schedule) -> Schedule:
@@ -60,7 +62,7 @@ class PPOSettings(_Strict):
     minibatch_size: int = Field(default=128, ge=8)
     num_epochs: int = Field(default=4, ge=1)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     @field_validator("lr", "entropy_coeff")
     @classmethod
@@ -112,7 +114,7 @@ class ModuleSettings(_Strict):
     type: str
     model_config_: dict[str, Any] = Field(default_factory=dict, alias="model_config")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     @field_validator("type")
     @classmethod
@@ -410,11 +412,27 @@ def _format_errors(path: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _non_finite(data: Any, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite number in ``data`` (free-form sections too)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(top level)"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{path}.{k}" if path else str(k))
+        if found:
+            return found
+    return None
+
+
 def parse_config(data: Any, source: str = "<dict>") -> TrainConfig:
     """Validate an already-parsed mapping; raises :class:`ConfigError` with every problem listed."""
     if not isinstance(data, dict):
         raise ConfigError(f"invalid training config {source}: expected a mapping at the top level, "
                           f"got {type(data).__name__}")
+    bad = _non_finite(data)
+    if bad:
+        raise ConfigError(f"invalid training config {source}: {bad} must be a finite number (NaN and "
+                          f"infinity are refused)")
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:

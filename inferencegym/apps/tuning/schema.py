@@ -7,11 +7,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
-from inferencegym.safe_yaml import YamlInputError, read_yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferencegym.envs.reward import ClusterRewardConfig, RewardConfig
 from inferencegym.rl.config import PPOSettings, Resources, load_config, parse_config
+from inferencegym.safe_yaml import YamlInputError, read_yaml
 
 #: The metric every sweep optimises (maximised).
 OBJECTIVE = "eval/grade_score"
@@ -22,7 +22,7 @@ class SweepError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: refused
 
 
 class Dist(_Strict):
