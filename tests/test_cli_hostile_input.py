@@ -398,3 +398,10 @@ def test_evaluate_with_an_unreachable_endpoint_or_no_task_fails_in_one_line():
     assert_one_line_error(res, ("cannot reach policy endpoint http://127.0.0.1:1",))
     res, _ = run("evaluate", "--policy", "random", "--task", ",", "--episodes", "1")
     assert_one_line_error(res, ("give at least one --task",))
+
+
+def test_train_refuses_a_negative_seed_before_ray_starts():
+    t0 = time.perf_counter()
+    res, _ = run("train", "--config", str(ROOT / "rllib_configs/static_workload.yaml"), "--set", "seed=-1")
+    assert_one_line_error(res, ("seed: Input should be greater than or equal to 0",))
+    assert time.perf_counter() - t0 < 20.0

@@ -173,7 +173,7 @@ class BCSettings(_Strict):
     epochs: int = Field(default=5, ge=1)
     lr: float = Field(default=1e-3, gt=0)
     minibatch_size: int = Field(default=256, ge=8)
-    seed: int = Field(default=10_000, description="first seed of the demonstration episodes")
+    seed: int = Field(default=10_000, ge=0, le=2**32 - 1, description="first seed of the demonstration episodes")
     value_warmup: bool = Field(default=True, description="also fit the value function to the "
                                "demonstrations' discounted returns (a critic that knows the cloned "
                                "policy's worth; without it PPO's first updates undo the cloning)")
@@ -256,12 +256,12 @@ class MLflowSettings(_Strict):
 
 class EvaluationSettings(_Strict):
     episodes: int = Field(default=20, ge=1)
-    seed: int = Field(default=1000, description="held-out seeds seed, seed+1, ...")
+    seed: int = Field(default=1000, ge=0, le=2**32 - 1, description="held-out seeds seed, seed+1, ...")
     baselines: list[str] = Field(default_factory=list)
     val_episodes: int = Field(default=3, ge=0, description="validation episodes per candidate when "
                               "`inferencegym train` picks the returned policy among the warm start and "
                               "the kept checkpoints (0: the last checkpoint, no selection)")
-    val_seed: int = Field(default=500, description="first validation seed (disjoint from the held-out "
+    val_seed: int = Field(default=500, ge=0, le=2**32 - 1, description="first validation seed (disjoint from the held-out "
                           "seeds and the BC seeds)")
 
 
@@ -272,7 +272,7 @@ class TrainConfig(_Strict):
     task_id: str
     env: Literal["single", "cluster"] = Field(description="'single': LLMServe-v0; 'cluster': ClusterEnv")
     env_config: dict[str, Any] = Field(default_factory=dict, description="extra env constructor kwargs")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="training seed (numpy Generators)")
     ppo: PPOSettings = Field(default_factory=PPOSettings)
     resources: Resources = Field(default_factory=Resources)
     fault_tolerance: FaultTolerance = Field(default_factory=FaultTolerance)
