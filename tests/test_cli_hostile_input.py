@@ -211,7 +211,7 @@ def test_a_malformed_sweep_fails_fast_without_importing_ray_or_mlflow(tmp_path):
 def test_pretrained_nosuchtask_lists_the_pretrained_tasks():
     res, out = run("evaluate", "--policy", "pretrained:nosuchtask", "--task", "static_workload",
                    "--episodes", "1")
-    assert_one_line_error(res, ("no pretrained policy for task 'nosuchtask'", "pretrained tasks:",
+    assert_one_line_error(res, ("no pretrained policy for task 'nosuchtask'", "; available:",
                                 "static_workload", "cluster_routing"))
     res, out = run("evaluate", "--policy", "pretrained:static_workload", "--task", "bursty_workload",
                    "--episodes", "1")

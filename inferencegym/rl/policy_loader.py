@@ -277,12 +277,12 @@ def load_policy(spec: str, task_id: str) -> ModulePolicy:
     if scheme == "pretrained":
         avail = list_pretrained()
         if rest not in avail:  # first: an unknown name is a typo, whatever task is evaluated
-            raise ValueError(f"no pretrained policy for task {rest[:80]!r}; pretrained tasks: "
+            raise ValueError(f"no pretrained policy for task {rest[:80]!r}; available: "
                              f"{', '.join(avail) or '(none)'} (use pretrained:TASK with --task TASK)")
         if rest != task_id:
             raise ValueError(f"pretrained:{rest} is a policy for task {rest!r}; the evaluated task is "
                              f"{task_id!r}: use --task {rest} or pretrained:{task_id}"
                              + ("" if task_id in avail else f" (no pretrained policy for {task_id!r}; "
-                                                            f"pretrained tasks: {', '.join(avail)})"))
+                                                            f"available: {', '.join(avail)})"))
         return load_exported(PRETRAINED_DIR / rest, task_id)
     raise ValueError(f"unknown policy scheme {scheme!r} in {spec!r}; valid: checkpoint:PATH, pretrained:TASK")
