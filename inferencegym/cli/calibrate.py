@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from inferencegym.cli.output import print_table
-
 from inferencegym.sim import execution
 from inferencegym.sim import presets as P
 

@@ -8,9 +8,8 @@ from typing import Optional
 
 import typer
 
-from inferencegym.cli.output import print_table
-
 from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import print_table
 from inferencegym.cli.validation import (
     MAX_BINS,
     MAX_SIM_REQUESTS,

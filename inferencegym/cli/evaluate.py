@@ -8,9 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from inferencegym.cli.output import fmt_metric, print_table
-
 from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import fmt_metric, print_table
 from inferencegym.envs import get_task, list_tasks
 from inferencegym.evaluation.single import evaluate_policy
 from inferencegym.policies import get_policy

@@ -15,7 +15,6 @@ from typing import Any, Optional
 import typer
 
 from inferencegym.cli.output import print_table
-
 from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.workload import load_trace

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from inferencegym.cli.output import print_table
-
 from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import print_table
 from inferencegym.rl.config import ConfigError
 
 
