@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from inferencegym.cli.output import fmt_metric, print_table
 from inferencegym.rl.config import load_config
 
 DEFAULT_TASK = "cluster_routing"
@@ -83,9 +84,9 @@ def demo_command(
         table.add_column(col)
     for r in rows:
         table.add_row(str(r["policy"]), f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
-                      f"{r.get('ttft_p99_s') or float('nan'):.3f}", f"{r.get('e2e_p99_s') or float('nan'):.3f}",
-                      f"{r.get('throughput_tok_s') or float('nan'):.1f}")
-    console.print(table)
+                      fmt_metric(r.get("ttft_p99_s"), ".3f", "-"), fmt_metric(r.get("e2e_p99_s"), ".3f", "-"),
+                      fmt_metric(r.get("throughput_tok_s"), ".1f", "-"))
+    print_table(table, console=console)
     for line in summary_lines(record, train=train):
         console.print(line)
     console.print(f"report: {files['report.md']} / {files['report.html']}")

@@ -207,9 +207,9 @@ def _progress_callback(total_steps: int | None) -> Any:
             ret = er.get("episode_return_mean")
             grade = er.get("grade/score")
             text = f"it {result.get('training_iteration')}"
-            if ret is not None:
+            if ret is not None and ret == ret:  # NaN: no episode ended in this iteration
                 text += f" | return {ret:.3g}"
-            if grade is not None:
+            if grade is not None and grade == grade:
                 text += f" | grade {grade:.3f}"
             if self.progress is not None:
                 self.progress.update(self.task, completed=result.get(STEPS_KEY, 0), info=text)

@@ -7,11 +7,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferencegym.envs.reward import ClusterRewardConfig, RewardConfig
 from inferencegym.rl.config import BCSettings, PPOSettings, Resources, load_config, parse_config
+from inferencegym.safe_yaml import YamlInputError, read_yaml
 
 #: The metric every sweep optimises (maximised).
 OBJECTIVE = "eval/grade_score"
@@ -22,7 +22,7 @@ class SweepError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: refused
 
 
 class Dist(_Strict):
@@ -139,9 +139,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, Any]:
         have = sorted(str(x) for x in Path("tune").glob("*.yaml")) if Path("tune").is_dir() else []
         raise SweepError(f"sweep file {p} not found" + (f"; available: {', '.join(have)}" if have else ""))
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise SweepError(f"sweep file {p} is not valid YAML: {exc}") from None
+        data = read_yaml(p, "sweep file")
+    except YamlInputError as exc:
+        raise SweepError(f"sweep file {exc}") from None
     if not isinstance(data, dict):
         raise SweepError(f"invalid sweep file {p}: expected a mapping at the top level")
     try:
