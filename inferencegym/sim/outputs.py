@@ -39,19 +39,25 @@ class ReplicaFeatures:
 
     def __call__(self, replicas: Sequence[Replica], now: float) -> np.ndarray:
         n = len(replicas)
-        out = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float32)
-        outstanding = np.zeros(n)
+        rows = []
+        outstanding = np.empty(n)
         for i, rep in enumerate(replicas):
-            waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
-                     for q in (rep.prio_waiting, rep.waiting) for r in q]
-            out[i, 0] = len(waits)
-            out[i, 1] = max(waits) if waits else 0.0
-            out[i, 2] = sum(waits) / len(waits) if waits else 0.0
-            out[i, 3] = len(rep.running)
-            out[i, 4] = rep.kv_occupancy()
-            out[i, 5] = _p90(rep.recent_ttft)
-            out[i, 6] = _p90(rep.recent_iter)
+            pw, w = rep.prio_waiting, rep.waiting
+            if pw or w:
+                waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
+                         for q in (pw, w) for r in q]
+                k = len(waits)
+                row = [k, max(waits), sum(waits) / k]
+            else:
+                row = [0, 0.0, 0.0]
+            rt, ri = rep.recent_ttft, rep.recent_iter
+            row += (len(rep.running), rep.kv_occupancy(), _p90(rt) if rt else 0.0,
+                    _p90(ri) if ri else 0.0, 0.0)
+            rows.append(row)
             outstanding[i] = rep.outstanding()
+        # one float64 -> float32 conversion per value, as element-wise assignment does
+        out = np.array(rows, dtype=np.float64).astype(np.float32) if n else np.zeros(
+            (0, len(FEATURE_NAMES)), dtype=np.float32)
         prev = self._prev
         out[:, 7] = outstanding - prev if prev is not None else 0.0
         self._prev = outstanding
