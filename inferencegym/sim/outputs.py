@@ -18,18 +18,6 @@ FEATURE_NAMES = ("queue_len", "oldest_wait_s", "mean_wait_s", "running", "kv_occ
 """Columns of ``Cluster.replica_features()``."""
 
 
-def _p90(values) -> float:
-    """p90 with linear interpolation (numpy's default) of a short deque; 0 when empty. Pure Python:
-    np.percentile costs ~20 us per call, which dominated the router's decision time (cluster env)."""
-    if not values:
-        return 0.0
-    x = sorted(values)
-    pos = 0.9 * (len(x) - 1)
-    lo = int(pos)
-    hi = lo + 1 if lo + 1 < len(x) else lo
-    return float(x[lo] + (x[hi] - x[lo]) * (pos - lo))
-
-
 class ReplicaFeatures:
     """``(N, 8)`` float32 per-replica state; remembers the outstanding counts of its previous call
     for the load trend."""
@@ -50,9 +38,7 @@ class ReplicaFeatures:
                 row = [k, max(waits), sum(waits) / k]
             else:
                 row = [0, 0.0, 0.0]
-            rt, ri = rep.recent_ttft, rep.recent_iter
-            row += (len(rep.running), rep.kv_occupancy(), _p90(rt) if rt else 0.0,
-                    _p90(ri) if ri else 0.0, 0.0)
+            row += (len(rep.running), rep.kv_occupancy(), rep.recent_ttft.p90(), rep.recent_iter.p90(), 0.0)
             rows.append(row)
             outstanding[i] = rep.outstanding()
         # one float64 -> float32 conversion per value, as element-wise assignment does
