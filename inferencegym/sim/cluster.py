@@ -110,6 +110,8 @@ class Cluster:
         self.prefill_ids: list[int] = []
         self.decode_ids: list[int] = []
         self.all_ids = list(range(config.num_replicas))
+        self.routable: list[int] | None = None
+        """Lifecycle hook (``sim/fleet.py``): replicas that may receive new requests (None: all)."""
         if config.disaggregate:
             self.set_disaggregation(True, prefill_replicas=config.prefill_replicas)
         # run totals
@@ -265,7 +267,7 @@ class Cluster:
 
     # ------------------------------------------------------------------ routing and placement
     def _route(self, r: Request, router) -> None:
-        cands = self.prefill_ids if self.disagg_on else self.all_ids
+        cands = self.prefill_ids if self.disagg_on else (self.routable or self.all_ids)
         if router.needs_sync:
             self.sync()
         self._place(r, router.choose(self, r, cands))
