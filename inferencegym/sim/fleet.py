@@ -55,6 +55,31 @@ class FleetConfig:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class ControlObs:
+    """An autoscaler's view at a control step."""
+
+    now_s: float
+    ready: int
+    """Serving replicas."""
+    starting: int
+    """Replicas provisioning, loading or warming."""
+    draining: int
+    target: int
+    """The current target replica count."""
+    queue: list
+    """Waiting requests per serving replica (vllm:num_requests_waiting)."""
+    running: list
+    """Running requests per serving replica (vllm:num_requests_running)."""
+    kv: list
+    """KV-cache occupancy per serving replica (vllm:kv_cache_usage_perc)."""
+    held: int
+    """Requests held at the gateway."""
+    history: dict
+    """Per-tick series (``Fleet.history``; read only): t, ready, running, waiting, arrivals."""
+    tick_s: float
+
+
 class Fleet:
     """A cluster with a replica lifecycle and a gateway. ``arrivals``: dict of equal-length arrays
     ``arrival_s`` (sorted), ``prompt_tokens``, ``output_tokens``, ``tenant``."""
@@ -91,6 +116,8 @@ class Fleet:
         self.state = GatewayState()
         self.check = check
         self.retries = 0
+        self.history: dict[str, list] = {"t": [], "ready": [], "running": [], "waiting": [], "arrivals": []}
+        """Per tick: time, serving replicas, running and waiting requests on them, arrivals."""
         self.cluster.routable = self.lifecycle.routable()
 
     # ------------------------------------------------------------------ control
@@ -188,9 +215,26 @@ class Fleet:
                 self.held.append(Held(r, tier, r.arrival_s + cfg.defer_deadline_s, False))
         if go:
             c.submit(go)
+        h = self.history
+        h["t"].append(now)
+        h["ready"].append(len(routable))
+        h["running"].append(sum(len(c.replicas[i].running) for i in routable))
+        h["waiting"].append(sum(st.queue))
+        h["arrivals"].append(j1 - j0)
         c.run_until(t1)
         if self.check:
             self.check_invariants()
+
+    def observe(self) -> "ControlObs":
+        """What an autoscaler sees now (observable state only; no future arrivals)."""
+        lc, c = self.lifecycle, self.cluster
+        ready = lc.routable()
+        return ControlObs(now_s=self.now_s, ready=len(ready), starting=lc.count(PROVISIONING, LOADING, WARMING),
+                          draining=lc.count(DRAINING), target=lc.target,
+                          queue=[c.replicas[i].queued() for i in ready],
+                          running=[len(c.replicas[i].running) for i in ready],
+                          kv=[c.replicas[i].kv_occupancy() for i in ready],
+                          held=len(self.held), history=self.history, tick_s=self.config.tick_s)
 
     # ------------------------------------------------------------------ results
     def finish(self, grace_s: float = 300.0) -> None:
