@@ -46,12 +46,16 @@ def test_kpa_panics_on_a_burst_and_never_scales_down_while_panicking():
 def test_wva_saturation_rules():
     w = WVA()
     w.reset(CTX)
-    assert w.act(obs(queue=[3, 3, 3, 3])) == 5              # spare queue 2 < 3: scale up
-    assert w.act(obs(queue=[3, 3, 3, 3], starting=1)) == 4  # blocked while a replica is pending
-    assert w.act(obs(kv=[0.75] * 4)) == 5                   # spare KV 0.05 < 0.10
-    assert w.act(obs(queue=[0, 0, 0, 0])) == 3              # one fewer still leaves spare capacity
-    assert w.act(obs(queue=[1, 1, 2, 1])) == 3              # 5 waiting over 3 replicas: spare 3.33 >= 3
-    assert w.act(obs(queue=[2, 2, 2, 1])) == 4              # 7/3 = 2.33 -> spare 2.67 < 3: hold
+    assert w.recommend(obs(queue=[3, 3, 3, 3])) == 5              # spare queue 2 < 3: scale up
+    assert w.recommend(obs(queue=[3, 3, 3, 3], starting=1)) == 4  # blocked while a replica is pending
+    assert w.recommend(obs(kv=[0.75] * 4)) == 5                   # spare KV 0.05 < 0.10
+    assert w.recommend(obs(queue=[0, 0, 0, 0])) == 3              # one fewer still leaves spare capacity
+    assert w.recommend(obs(queue=[1, 1, 2, 1])) == 3              # 5 waiting over 3 replicas: spare 3.33 >= 3
+    assert w.recommend(obs(queue=[2, 2, 2, 1])) == 4        # 7/3 = 2.33 -> spare 2.67 < 3: hold
+    w.reset(CTX)  # actuated through HPA: scale-up at once, scale-down only after 300 s
+    assert w.act(obs(queue=[3, 3, 3, 3])) == 5
+    assert w.act(obs(now=15, target=5, ready=5, queue=[0] * 5)) == 5
+    assert w.act(obs(now=330, target=5, ready=5, queue=[0] * 5)) == 4
 
 
 def test_dynamo_planner_provisions_for_the_predicted_rate():

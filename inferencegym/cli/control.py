@@ -50,6 +50,7 @@ def simulate_control(task: str, autoscaler: Optional[str], admission: Optional[s
         typer.echo(json.dumps(_clean(out)))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=f"inferencegym simulate: {task}, {spec}, day {out['day']}, seed {seed}")
@@ -60,7 +61,7 @@ def simulate_control(task: str, autoscaler: Optional[str], admission: Optional[s
         v = out[k]
         t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
     for name, a in out["tier_slo_attainment"].items():
-        t.add_row(f"[{name}] SLO / p90 TTFT s", f"{a:.3f} / {out['tier_ttft_p90_s'][name]:.3f}")
+        t.add_row(escape(f"[{name}] SLO / p90 TTFT s"), f"{a:.3f} / {out['tier_ttft_p90_s'][name]:.3f}")
     Console().print(t)
 
 

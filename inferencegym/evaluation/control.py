@@ -20,7 +20,8 @@ from inferencegym.sim.config import ClusterConfig, ReplicaConfig
 from inferencegym.sim.fleet import Fleet, FleetConfig
 from inferencegym.sim.lifecycle import LifecycleConfig
 from inferencegym.tasks.control import (DEFAULT_WINDOWS, ControlTask, arrivals, day_rates, day_split,
-                                        get_control_task, grade, load_windows, training_profile)
+                                        episode_windows, get_control_task, grade, load_windows,
+                                        training_profile)
 
 
 def parse_spec(spec: str, task: ControlTask) -> tuple[str, str]:
@@ -63,7 +64,7 @@ def run_episode(task: ControlTask | str, spec: str, *, day: int, seed: int, load
     ctx = ControlContext(capacity_rps=task.capacity_rps, concurrency_at_capacity=task.concurrency_at_capacity,
                          max_replicas=task.max_replicas, interval_s=task.interval_s,
                          startup_s=fleet.lifecycle.startup_s(), window_s=task.window_s,
-                         profile_rps=training_profile(task, windows),
+                         profile_rps=training_profile(task, windows)[episode_windows(task, rates)[0]:],
                          future_arrivals_s=arr["arrival_s"] if auto_name == "hindsight" else None)
     auto.reset(ctx)
     adm = make_admission(adm_name)

@@ -128,17 +128,34 @@ class KPA:
 
 
 class WVA:
+    """The saturation analyzer's recommendation, actuated as llm-d deploys it: WVA publishes the
+    desired count and an HPA (or KEDA) scales the deployment, with HPA's default 300 s scale-down
+    stabilization (the highest recommendation of the last 300 s) and immediate scale-up."""
+
     name = "wva"
 
     def __init__(self, kv_threshold: float = 0.80, queue_threshold: float = 5.0,
-                 kv_spare_trigger: float = 0.10, queue_spare_trigger: float = 3.0) -> None:
+                 kv_spare_trigger: float = 0.10, queue_spare_trigger: float = 3.0,
+                 down_window_s: float = 300.0) -> None:
         self.kv_t, self.q_t = kv_threshold, queue_threshold
         self.kv_s, self.q_s = kv_spare_trigger, queue_spare_trigger
+        self.down_window_s = down_window_s
 
     def reset(self, ctx: ControlContext) -> None:
         self.ctx = ctx
+        self.recs: deque = deque()
 
     def act(self, obs: ControlObs) -> int:
+        want = self.recommend(obs)
+        self.recs.append((obs.now_s, want))
+        while self.recs and self.recs[0][0] < obs.now_s - self.down_window_s:
+            self.recs.popleft()
+        if want < obs.target:
+            want = min(obs.target, max(r for _, r in self.recs))
+        return want
+
+    def recommend(self, obs: ControlObs) -> int:
+        """The saturation analyzer alone (no actuator)."""
         cur = obs.target
         if obs.ready == 0:
             return self.ctx.clamp(max(cur, 1))

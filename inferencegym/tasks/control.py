@@ -21,6 +21,7 @@ two days test, the two before validation, the rest train; a one-day file uses it
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,8 +34,10 @@ from inferencegym.workload.lengths import LognormalLengths
 
 WINDOWS_PER_DAY = 144
 SOURCE_WINDOW_S = 600.0
-DEFAULT_WINDOWS = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "traces" / "servegen" \
-    / "language__m-large__windows.parquet"
+_REF = os.environ.get("INFERENCEGYM_REFERENCE_DIR") or str(Path(__file__).resolve().parents[2].parent / "shared"
+                                                            / "reference")
+DEFAULT_WINDOWS = Path(_REF) / "traces" / "servegen" / "language__m-large__windows.parquet"
+"""The default load: ServeGen's language m-large windows (``--load-windows`` swaps in another file)."""
 
 
 @dataclass(frozen=True, kw_only=True)
