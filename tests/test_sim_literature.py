@@ -3,6 +3,8 @@ speculative decoding, quantization, Splitwise/DistServe, priority scheduling).""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -148,7 +150,7 @@ def test_quantization_switch_pauses_for_reload_and_keeps_kv_when_it_fits():
     pauses = cl.apply_replica_config(quantization="int4")
     reload_s = pauses["0"]
     w = cl.base_model.weight_bytes_per_gpu / 25e9
-    assert reload_s == pytest.approx(cl._model_for("int4").weight_bytes_per_gpu / 25e9)
+    assert reload_s == pytest.approx(cl.models.model_for(dataclasses.replace(cl.config.replica, quantization="int4")).weight_bytes_per_gpu / 25e9)
     assert 0 < reload_s < w  # int4 weights are smaller than fp16 ones
     cl.drain()
     assert r.preemptions == 0 and r.done
@@ -159,7 +161,7 @@ def test_quantization_switch_pauses_for_reload_and_keeps_kv_when_it_fits():
     cl2.submit(reqs)
     cl2.run_until(60.0)
     used_before = cl2.replicas[0].kv.used_blocks
-    assert used_before > cl2._model_for("fp16").kv_capacity_tokens(1.0) // 16
+    assert used_before > cl2.models.model_for(dataclasses.replace(cl2.config.replica, quantization="fp16")).kv_capacity_tokens(1.0) // 16
     cl2.apply_replica_config(quantization="fp16")
     cl2.drain()
     assert sum(r.preemptions for r in reqs) > 0 and all(r.done for r in reqs)

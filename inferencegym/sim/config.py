@@ -1,7 +1,9 @@
 """Configuration dataclasses of the simulator: replicas, tenants and the cluster.
 
 Frozen, keyword-only, a docstring per field, units in the names; ``to_dict()`` feeds MLflow/Tune.
-Validation happens in ``__post_init__`` so a bad config fails at construction with a clear message.
+Validation of values happens in ``__post_init__`` so a bad config fails at construction with a clear
+message. Names of registered implementations (router, scheduler, engine profile) are plain strings
+here, checked where the cluster is built (:mod:`inferencegym.sim.names`): configs import no registry.
 """
 
 from __future__ import annotations
@@ -9,10 +11,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
-
-from inferencegym.sim.batching import SCHEDULERS
-from inferencegym.sim.execution import ENGINE_PROFILES
-from inferencegym.sim.router import ROUTERS
 
 QUANTIZATION_TIERS = ("fp16", "int8", "int4")
 
@@ -63,9 +61,11 @@ class ReplicaConfig:
     quantization: str = "fp16"
     """Weight tier: fp16, int8 (W8A8) or int4 (weight-only)."""
     engine_profile: str = "vllm-v1"
-    """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md)."""
+    """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md);
+    a name of ``execution.ENGINE_PROFILES``, checked when the cluster is built."""
     scheduler: str = "vllm"
-    """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level)."""
+    """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level);
+    a name of ``batching.SCHEDULERS``, checked when the cluster is built."""
     batch_cap: int = 128
     """Maximum number of running sequences (vLLM ``max_num_seqs``)."""
     chunk_size: int = 512
@@ -93,11 +93,6 @@ class ReplicaConfig:
                f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
         _check(self.quantization in QUANTIZATION_TIERS,
                f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
-        _check(self.engine_profile in ENGINE_PROFILES,
-               f"unknown engine_profile {self.engine_profile!r}; valid: {', '.join(ENGINE_PROFILES)}")
-
-        _check(self.scheduler in SCHEDULERS,
-               f"unknown scheduler {self.scheduler!r}; valid: {', '.join(sorted(SCHEDULERS))}")
         _check(self.batch_cap >= 1, f"batch_cap must be >= 1, got {self.batch_cap}")
         _check(self.chunk_size >= 16, f"chunk_size must be >= 16 tokens, got {self.chunk_size}")
         _check(self.max_tokens_per_iter >= 1, f"max_tokens_per_iter must be >= 1, got {self.max_tokens_per_iter}")
@@ -127,7 +122,8 @@ class ClusterConfig:
     num_replicas: int = 1
     """Number of replicas."""
     router: str = "round_robin"
-    """Global routing policy (see ``inferencegym.sim.router.ROUTERS``); ``external`` for an agent."""
+    """Global routing policy, a name of ``inferencegym.sim.router.ROUTERS`` (checked when the cluster
+    is built); ``external`` for an agent."""
     tenants: tuple[TenantSpec, ...] = (TenantSpec(),)
     """Tenant classes; ``Request.tenant`` indexes this tuple."""
     priority_routing: bool = False
@@ -136,6 +132,9 @@ class ClusterConfig:
     """Split the replicas into prefill and decode instances (Splitwise/DistServe)."""
     prefill_replicas: int = 1
     """Number of prefill instances when disaggregated (the rest decode)."""
+    decode_router: str = "least_outstanding_requests"
+    """When disaggregated, the router (a name of ``ROUTERS``, checked when the cluster is built)
+    that places a prefilled request on a decode instance; ties rotate, never always replica 0."""
     gpu_hour_usd: float | None = None
     """Price of one GPU-hour; None uses the GPU preset's price."""
     recent_window: int = 32
@@ -154,7 +153,6 @@ class ClusterConfig:
                f"replica_configs has {len(self.replica_configs)} entries for num_replicas="
                f"{self.num_replicas}; give one ReplicaConfig per replica or none")
 
-        _check(self.router in ROUTERS, f"unknown router {self.router!r}; valid: {', '.join(sorted(ROUTERS))}")
         _check(len(self.tenants) >= 1, "ClusterConfig.tenants needs at least one TenantSpec")
         object.__setattr__(self, "tenants", tuple(self.tenants))
         if self.disaggregate:

@@ -90,9 +90,9 @@ def inject(cluster: "Cluster", reqs: list["Request"], *, fresh: bool) -> None:
                 raise ValueError(f"request {r.req_id} was already submitted")
             r.prefill_target = r.prompt_tokens
             cluster.requests.append(r)
-            cluster.n_submitted += 1
+            cluster.ledger.submitted += 1
         else:
-            cluster._win_arrivals -= 1  # counted once, at its first arrival
+            cluster.ledger.win_arrivals -= 1  # counted once, at its first arrival
         cluster.events.schedule(now, EV_ARRIVAL, r)
 
 
@@ -103,7 +103,7 @@ def fresh_replica(cluster: "Cluster", rid: int, rng: np.random.Generator) -> Non
     assert not old.running and old.queued() == 0, "fresh_replica on a replica that holds requests"
     base = old.model.base if isinstance(old.model, SlowModel) else old.model
     new = Replica(replica_id=rid, config=old.cfg, model=base, rng=rng, tenant_alpha=old.tenant_alpha,
-                  recent_window=old.recent_ttft.maxlen or 32)
+                  recent_window=old.recent_ttft.maxlen or 32, on_reject=cluster.ledger.reject)
     new.version = old.version + 1  # events of the old replica stay stale
     new.priority_on = old.priority_on
     new.max_run = old.max_run

@@ -260,10 +260,6 @@ class KVCache:
         self.capacity_blocks = cap
         self.watermark_blocks = int(watermark_fraction * cap)
 
-    def fragmentation_tokens(self, held: list[tuple[int, int]]) -> int:
-        """Internal fragmentation: token slots allocated but unused, from ``(kv_tokens, kv_blocks)`` pairs."""
-        return sum(b * self.block_size - t for t, b in held)
-
     def check(self, holders) -> None:
         """Full invariant check against the requests holding blocks (``holders``; tests and
         ``check_invariants`` only: O(blocks))."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -36,12 +36,19 @@ __all__ = ["IDLE", "ITER", "PAUSE", "RUN", "Replica"]
 _isnan = math.isnan
 
 
+def _reject_unowned(r: "Request", why: str) -> None:
+    r.rejected_reason = why
+
+
 class Replica(ReplicaAdvance):
     """One engine instance (``tensor_parallel`` GPUs). Created and driven by ``Cluster``."""
 
     def __init__(self, *, replica_id: int, config: "ReplicaConfig", model, rng: np.random.Generator,
-                 tenant_alpha: list[float | None], recent_window: int = 32) -> None:
+                 tenant_alpha: list[float | None], recent_window: int = 32,
+                 on_reject: Callable[["Request", str], None] | None = None) -> None:
         self.id = replica_id
+        self.on_reject = on_reject if on_reject is not None else _reject_unowned
+        """Called once per rejected request with the reason (the cluster counts it; no mailbox)."""
         self.rng = rng
         self.tenant_alpha = tenant_alpha
         self.waiting: deque = deque()
@@ -53,7 +60,6 @@ class Replica(ReplicaAdvance):
         self.version = 0
         self.paused_until = 0.0
         self.pending: tuple | None = None
-        self.rejected: list[tuple["Request", str]] = []
         self.now = 0.0
         # current work
         self.seg_t0 = 0.0
@@ -129,12 +135,13 @@ class Replica(ReplicaAdvance):
         self.kv.resize(cap_tokens, cfg.watermark_fraction)
         # requests that can never fit any more are rejected (never silently lost)
         for r in list(self.running):
-            if self.kv.blocks_for(self.max_kv_tokens(r)) > self.kv.capacity_blocks:
+            why = self.never_fits(r)
+            if why is not None:
                 self.running.remove(r)
                 self.kv.release(r)
-                self.reject_if_too_big(r)
+                self.on_reject(r, why)
         for q in (self.prio_waiting, self.waiting):
-            keep = [r for r in q if not self.reject_if_too_big(r)]
+            keep = [r for r in q if self._fits_or_reject(r)]
             q.clear()
             q.extend(keep)
         if reload_s > 0:
@@ -143,22 +150,50 @@ class Replica(ReplicaAdvance):
     def max_kv_tokens(self, r: "Request") -> int:
         return r.prompt_tokens + r.output_tokens - 1
 
-    def reject_if_too_big(self, r: "Request") -> bool:
-        """Record ``r`` as rejected (in ``rejected``) if it can never fit this replica's KV cache."""
+    def never_fits(self, r: "Request") -> str | None:
+        """The one admission rule of the simulator: a request whose KV at full length exceeds the
+        replica's cache can never run here. Returns the one rejection message, or None if it fits."""
         need = self.kv.blocks_for(self.max_kv_tokens(r))
         if need > self.kv.capacity_blocks:
-            self.rejected.append((r, f"needs {need} KV blocks at full length ({self.max_kv_tokens(r)} tokens) "
-                                     f"but replica {self.id} holds {self.kv.capacity_blocks}"))
+            return (f"needs {need} KV blocks at full length ({self.max_kv_tokens(r)} tokens) "
+                    f"but replica {self.id} holds {self.kv.capacity_blocks}")
+        return None
+
+    def _fits_or_reject(self, r: "Request") -> bool:
+        why = self.never_fits(r)
+        if why is None:
             return True
+        self.on_reject(r, why)
         return False
 
     # ------------------------------------------------------------------ queues and admission
+    def accept(self, r: "Request") -> bool:
+        """A request arrives (routed, or its KV transferred here): queued if it can ever fit,
+        else rejected through ``on_reject`` (the only entry to the queues from outside)."""
+        if not self._fits_or_reject(r):
+            return False
+        self.enqueue(r)
+        return True
+
     def enqueue(self, r: "Request", front: bool = False) -> None:
+        """Queue membership, decided here only: the priority queue when priority scheduling is on."""
         q = self.prio_waiting if (self.priority_on and r.priority == 1) else self.waiting
         if front:
             q.appendleft(r)
         else:
             q.append(r)
+
+    def set_priority(self, on: bool) -> None:
+        """Priority scheduling on/off from now on; turning it on moves queued priority requests
+        to the priority queue (behind those already there), in their order."""
+        self.priority_on = bool(on)
+        if on:
+            pr = [r for r in self.waiting if r.priority == 1]
+            if pr:
+                rest = [r for r in self.waiting if r.priority != 1]
+                self.waiting.clear()
+                self.waiting.extend(rest)
+                self.prio_waiting.extend(pr)
 
     def head(self):
         if self.prio_waiting:
@@ -303,16 +338,6 @@ class Replica(ReplicaAdvance):
         if f > w.kv_max:
             w.kv_max = f
 
-    @property
-    def tbt(self):
-        """This window's TBT samples (``win.tbt``)."""
-        return self.win.tbt
-
-    @property
-    def ttbt(self):
-        """This window's per-tenant TBT samples (``win.ttbt``; None with one tenant)."""
-        return self.win.ttbt
-
     def kv_occupancy(self) -> float:
         return self.kv.used_blocks / self.kv.capacity_blocks
 
@@ -334,32 +359,23 @@ class Replica(ReplicaAdvance):
             self.state = PAUSE
             self.seg_end = self.paused_until
             return self.paused_until
-        while True:
-            if not self.running and not self.waiting and not self.prio_waiting:
-                self.state = IDLE
-                return None
-            self.preempted_in_plan = False
-            chunks, with_dec = self.scheduler.plan(self)
-            if with_dec:
-                if self.partials_possible:
-                    decodes = [r for r in self.running if r.prefilled_tokens >= r.prefill_target]
-                else:
-                    decodes = self.running[:]
+        if not self.running and not self.waiting and not self.prio_waiting:
+            self.state = IDLE
+            return None
+        self.preempted_in_plan = False
+        chunks, with_dec = self.scheduler.plan(self)
+        if with_dec:
+            if self.partials_possible:
+                decodes = [r for r in self.running if r.prefilled_tokens >= r.prefill_target]
             else:
-                decodes = []
-            if chunks or decodes:
-                break
-            if self.running:  # only stalled partial prefills (cannot happen with budget > 0)
-                raise RuntimeError(f"replica {self.id}: scheduler produced an empty iteration")
-            # empty replica and the head still cannot be admitted: it can never run here
-            r = self.head()
-            if self.prio_waiting and self.prio_waiting[0] is r:
-                self.prio_waiting.popleft()
-            else:
-                self.waiting.popleft()
-            self.rejected.append((r, f"cannot be admitted on empty replica {self.id}: needs "
-                                     f"{self.kv.blocks_for(r.prefill_target)} KV blocks, "
-                                     f"{self.kv.capacity_blocks} in the cache"))
+                decodes = self.running[:]
+        else:
+            decodes = []
+        if not chunks and not decodes:
+            # An empty replica always admits its head: every queued request passed ``never_fits``
+            # (its full length fits the cache, and an empty cache has every block free).
+            raise RuntimeError(f"replica {self.id}: the scheduler produced an empty iteration with "
+                               f"{len(self.running)} running and {self.queued()} queued (a simulator bug)")
         self.seg_t0 = now
         k = self.spec_k
         if not chunks and k == 0:
@@ -442,10 +458,3 @@ class Replica(ReplicaAdvance):
                 assert r.kv_blocks == 0 and r.shared_blocks == 0, f"queued request {r.req_id} holds blocks"
                 assert r.prefilled_tokens == 0 or r.prefilled_tokens >= r.prefill_target, (
                     f"queued request {r.req_id} was advanced while queued ({r.prefilled_tokens} tokens)")
-
-    def fragmentation(self) -> float:
-        alloc = sum(r.kv_blocks for r in self.running) * self.kv.block_size
-        if alloc == 0:
-            return 0.0
-        used = sum(r.kv_tokens for r in self.running)
-        return (alloc - used) / alloc
