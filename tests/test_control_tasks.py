@@ -91,3 +91,35 @@ def test_wva_has_fewer_slo_failures_than_hpa_at_lower_cost(morning_ramp):
     hpa, wva = morning_ramp["hpa"], morning_ramp["wva"]
     assert wva["gpu_hours"] <= hpa["gpu_hours"]
     assert 1 - wva["slo_attainment"] < 1 - hpa["slo_attainment"]
+
+
+def test_evaluate_json_rows_carry_the_control_metrics(windows_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from inferencegym.cli import app
+
+    res = CliRunner().invoke(app, ["evaluate", "--task", "cluster_admission", "--policy", "gaie_shed,admit_all",
+                                   "-n", "1", "--episode-windows", "2", "--json", "--load-windows", windows_path])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert [r["policy"] for r in rows] == ["gaie_shed", "admit_all"]
+    for r in rows:
+        assert {"gpu_hours", "slo_attainment", "tier_slo_attainment", "tier_ttft_p90_s"} <= set(r)
+        assert set(r["tier_slo_attainment"]) == {"critical", "standard", "sheddable"}
+    bad = CliRunner().invoke(app, ["evaluate", "--task", "cluster_autoscaling", "--policy", "hpa3"])
+    assert bad.exit_code != 0 and "bad control policy" in bad.output
+
+
+def test_failures_crash_replicas_and_every_request_is_still_accounted(windows_path):
+    task = _slice("cluster_autoscaling", episode_s=1800.0, start_window=60)
+    from inferencegym.evaluation.control import lifecycle_config
+
+    task_fail = dataclasses.replace(task)
+    lc = lifecycle_config(task_fail, True)
+    assert lc.mtbf_s == 4 * 3600.0 and lc.straggler_interval_s == 2 * 3600.0
+    out = run_episode(task, "scheduled", day=12, seed=5, load_windows_path=windows_path, failures=True)
+    calm = run_episode(task, "scheduled", day=12, seed=5, load_windows_path=windows_path, failures=False)
+    assert calm["crashes"] == 0 and out["arrivals"] == calm["arrivals"]
+    assert out["crashes"] >= 1 and out["retried"] >= 1

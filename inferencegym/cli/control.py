@@ -66,7 +66,8 @@ def simulate_control(task: str, autoscaler: Optional[str], admission: Optional[s
 
 
 def evaluate_control_rows(policies: list[str], tasks: list[str], *, episodes: int, seed: int, split: str,
-                          load_windows: Optional[str], failures: bool, progress=None) -> list[dict]:
+                          load_windows: Optional[str], failures: bool, episode_windows: Optional[int] = None,
+                          progress=None) -> list[dict]:
     from inferencegym.evaluation.control import evaluate_control, parse_spec
     from inferencegym.tasks.control import get_control_task
 
@@ -82,7 +83,7 @@ def evaluate_control_rows(policies: list[str], tasks: list[str], *, episodes: in
             try:
                 rows.append(_clean(evaluate_control(p, t, episodes=episodes, seed=seed, split=split,
                                                     load_windows_path=load_windows, failures=failures,
-                                                    progress=progress)))
+                                                    episode_windows=episode_windows, progress=progress)))
             except ValueError as exc:
                 raise typer.BadParameter(str(exc)) from None
     return rows

@@ -48,7 +48,8 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter("evaluate control tasks (cluster_autoscaling, cluster_admission) "
                                          "separately from the other tasks")
             rows = evaluate_control_rows(_split(policy), ctl, episodes=episodes, seed=seed, split=split,
-                                         load_windows=load_windows, failures=failures)
+                                         load_windows=load_windows, failures=failures,
+                                         episode_windows=episode_windows)
             if as_json:
                 typer.echo(json.dumps(rows))
             else:

@@ -8,6 +8,7 @@ same (day, seed) pairs for every policy, so differences are paired.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any, Callable
@@ -115,9 +116,13 @@ def episodes_plan(task: ControlTask, episodes: int, seed: int, split: str, load_
 
 def evaluate_control(spec: str, task_id: str, *, episodes: int = 4, seed: int = 1000, split: str = "test",
                      load_windows_path: str | None = None, failures: bool = False,
+                     episode_windows: int | None = None,
                      progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Mean over episodes; per-episode values under ``episodes_detail`` for paired comparisons."""
+    """Mean over episodes; per-episode values under ``episodes_detail`` for paired comparisons.
+    ``episode_windows``: play only that many 10-minute windows (from the task's first window)."""
     task = get_control_task(task_id)
+    if episode_windows is not None:
+        task = dataclasses.replace(task, episode_s=episode_windows * task.window_s)
     parse_spec(spec, task)
     eps = []
     for i, (day, s) in enumerate(episodes_plan(task, episodes, seed, split, load_windows_path)):
