@@ -114,7 +114,7 @@ def test_evaluate_json_rows_carry_the_control_metrics(windows_path):
 
 def test_failures_crash_replicas_and_every_request_is_still_accounted(windows_path):
     task = _slice("cluster_autoscaling", episode_s=1800.0, start_window=60)
-    from inferencegym.evaluation.control import lifecycle_config
+    from inferencegym.tasks.control import lifecycle_config
 
     task_fail = dataclasses.replace(task)
     lc = lifecycle_config(task_fail, True)
@@ -123,3 +123,20 @@ def test_failures_crash_replicas_and_every_request_is_still_accounted(windows_pa
     calm = run_episode(task, "scheduled", day=12, seed=5, load_windows_path=windows_path, failures=False)
     assert calm["crashes"] == 0 and out["arrivals"] == calm["arrivals"]
     assert out["crashes"] >= 1 and out["retried"] >= 1
+
+
+def test_control_env_return_is_the_grade_minus_the_cost_weight(windows_path):
+    from gymnasium.utils.env_checker import check_env
+
+    from inferencegym.envs.control_env import OBS_NAMES, ControlEnv
+
+    env = ControlEnv(load_windows_path=windows_path, episode_windows_override=2)
+    check_env(env, skip_render_check=True)
+    obs, info = env.reset(seed=4)
+    assert obs.shape == (len(OBS_NAMES),) and info["day"] in range(10)  # a training day
+    ret, done = 0.0, False
+    while not done:
+        obs, r, done, trunc, step_info = env.step(6)
+        ret += r
+    assert env.fleet.lifecycle.target == 6
+    assert ret + env.task.grade_cost_weight == pytest.approx(step_info["score"], abs=1e-9)

@@ -19,9 +19,9 @@ from inferencegym.policies.admission import ADMISSION, make_admission
 from inferencegym.policies.autoscalers import AUTOSCALERS, ControlContext, make_autoscaler
 from inferencegym.sim.config import ClusterConfig, ReplicaConfig
 from inferencegym.sim.fleet import Fleet, FleetConfig
-from inferencegym.sim.lifecycle import LifecycleConfig
 from inferencegym.tasks.control import (DEFAULT_WINDOWS, ControlTask, arrivals, day_rates, day_split,
-                                        episode_windows, get_control_task, grade, load_windows,
+                                        episode_windows, get_control_task, grade, lifecycle_config,
+                                        load_windows,
                                         training_profile)
 
 
@@ -36,13 +36,6 @@ def parse_spec(spec: str, task: ControlTask) -> tuple[str, str]:
                          f"with autoscalers {', '.join(AUTOSCALERS)} and admission controllers "
                          f"{', '.join(ADMISSION)}")
     return (auto or ("static" if task.fixed_replicas else "wva")), (adm or "admit_all")
-
-
-def lifecycle_config(task: ControlTask, failures: bool) -> LifecycleConfig:
-    extra: dict[str, Any] = {}
-    if failures:  # one crash per replica per ~4 simulated hours, a straggler episode per ~2 hours
-        extra = {"mtbf_s": 4 * 3600.0, "straggler_interval_s": 2 * 3600.0}
-    return LifecycleConfig(max_replicas=task.max_replicas, initial_replicas=task.initial_replicas, **extra)
 
 
 def run_episode(task: ControlTask | str, spec: str, *, day: int, seed: int, load_windows_path: str | None = None,

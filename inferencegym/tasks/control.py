@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from inferencegym.sim.config import TenantSpec
+from inferencegym.sim.lifecycle import LifecycleConfig
 from inferencegym.workload.lengths import LognormalLengths
 
 WINDOWS_PER_DAY = 144
@@ -221,6 +222,14 @@ CONTROL_TASKS: dict[str, ControlTask] = {
         bursts_per_day=48.0, burst_factor=4.0,
         tiers=(("critical", 0, 0.2), ("standard", 1, 0.5), ("sheddable", 2, 0.3))),
 }
+
+
+def lifecycle_config(task: ControlTask, failures: bool) -> LifecycleConfig:
+    """The task's replica lifecycle; ``failures`` switches crashes and stragglers on."""
+    extra: dict[str, Any] = {}
+    if failures:  # one crash per replica per ~4 simulated hours, a straggler episode per ~2 hours
+        extra = {"mtbf_s": 4 * 3600.0, "straggler_interval_s": 2 * 3600.0}
+    return LifecycleConfig(max_replicas=task.max_replicas, initial_replicas=task.initial_replicas, **extra)
 
 
 def get_control_task(task_id: str) -> ControlTask:
