@@ -32,16 +32,20 @@ def main() -> None:
     ap.add_argument("--failures", action="store_true")
     ap.add_argument("--policies", default=None, help="comma-separated (default: every baseline)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--merge", default=None, help="comma-separated JSON outputs of earlier runs: table only")
     a = ap.parse_args()
-    pols = a.policies.split(",") if a.policies else (AUTOSCALING if a.task == "cluster_autoscaling" else ADMISSION)
-    rows = []
-    for p in pols:
-        r = evaluate_control(p, a.task, episodes=a.episodes, seed=a.seed, split=a.split, failures=a.failures)
-        rows.append(r)
-        print(f"{p}: score {r['score_mean']:.3f} ± {r['score_ci95']:.3f}, GPU-h {r['gpu_hours']:.1f}, "
-              f"SLO {r['slo_attainment']:.3f}, cpu/episode {r['cpu_s_per_episode']:.1f} s", flush=True)
-    print()
-    print("| policy | score | GPU-hours | SLO attainment | tier SLO | tier p90 TTFT s |")
+    if a.merge:
+        rows = [r for f in a.merge.split(",") for r in json.loads(Path(f).read_text())["rows"]]
+    else:
+        pols = a.policies.split(",") if a.policies else (AUTOSCALING if a.task == "cluster_autoscaling"
+                                                          else ADMISSION)
+        rows = []
+        for p in pols:
+            r = evaluate_control(p, a.task, episodes=a.episodes, seed=a.seed, split=a.split, failures=a.failures)
+            rows.append(r)
+            print(f"{p}: score {r['score_mean']:.3f} ± {r['score_ci95']:.3f}, GPU-h {r['gpu_hours']:.1f}, "
+                  f"SLO {r['slo_attainment']:.3f}, cpu/episode {r['cpu_s_per_episode']:.1f} s", flush=True)
+    print("\n| policy | score | GPU-hours | SLO attainment | tier SLO | tier p90 TTFT s |")
     print("|---|---:|---:|---:|---|---|")
     for r in rows:
         ts = ", ".join(f"{k} {v:.3f}" for k, v in r["tier_slo_attainment"].items())

@@ -35,6 +35,9 @@ def parse_spec(spec: str, task: ControlTask) -> tuple[str, str]:
         raise ValueError(f"bad control policy {spec!r}: expected AUTOSCALER, ADMISSION or AUTOSCALER+ADMISSION "
                          f"with autoscalers {', '.join(AUTOSCALERS)} and admission controllers "
                          f"{', '.join(ADMISSION)}")
+    if task.fixed_replicas and auto is not None:
+        raise ValueError(f"{task.task_id} runs a fixed fleet of {task.initial_replicas} replicas: give an admission "
+                         f"controller only ({', '.join(ADMISSION)}), not the autoscaler {auto!r}")
     return (auto or ("static" if task.fixed_replicas else "wva")), (adm or "admit_all")
 
 
