@@ -65,7 +65,8 @@ class Cluster:
             execution_model = ExecutionModel.from_preset(
                 model=rc.model, gpu=rc.gpu, tensor_parallel=rc.tensor_parallel,
                 quantization=rc.quantization, gpu_hour_usd=config.gpu_hour_usd,
-                engine_profile=rc.engine_profile)
+                engine_profile=rc.engine_profile, expert_parallel=rc.expert_parallel,
+                kv_cache_dtype=rc.kv_cache_dtype)
         self.base_model = execution_model
         self.models = ModelBank(rc, execution_model, config.gpu_hour_usd)
         self.ledger = RunLedger()
@@ -420,7 +421,21 @@ class Cluster:
             return 0
         bs = self.replicas[replica_id].kv.block_size
         snap = self.published()[replica_id]
-        return snap.prefix_blocks(h, (req.prompt_tokens - 1) // bs) * bs
+        g, c = snap.prefix_blocks_by_tier(h, (req.prompt_tokens - 1) // bs)
+        return (g + c) * bs  # CPU-tier blocks are reloaded, not recomputed
+
+    def prefix_hit_rate_by_tier(self) -> dict[str, float]:
+        """Since the start: prompt tokens served from each cache tier over prompt tokens looked up
+        at first admission, ``{"gpu": ..., "cpu": ...}`` (NaN before any lookup)."""
+        q = g = c = 0
+        for rep in self.replicas:
+            tq, tg, tc = rep.tier_tokens
+            q += tq
+            g += tg
+            c += tc
+        if not q:
+            return {"gpu": math.nan, "cpu": math.nan}
+        return {"gpu": g / q, "cpu": c / q}
 
     # ------------------------------------------------------------------ results
     def results(self) -> dict[str, np.ndarray]:

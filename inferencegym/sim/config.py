@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-QUANTIZATION_TIERS = ("fp16", "int8", "int4")
+QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8")
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -59,7 +59,16 @@ class ReplicaConfig:
     tensor_parallel: int = 1
     """GPUs per replica (tensor parallel degree)."""
     quantization: str = "fp16"
-    """Weight tier: fp16, int8 (W8A8) or int4 (weight-only)."""
+    """Weight tier: fp16, int8 (W8A8), int4 (weight-only) or fp8 (W8A8 FP8, Hopper/Ada and later)."""
+    expert_parallel: int = 1
+    """Expert-parallel degree of a mixture-of-experts model: the replica has tensor_parallel x
+    expert_parallel GPUs, attention data-parallel across the expert_parallel ranks (1: experts split by TP)."""
+    kv_cache_dtype: str = "auto"
+    """KV-cache element type: auto (FP16/BF16) or fp8 (half the bytes per token)."""
+    cpu_kv_gb: float = 0.0
+    """Host memory per replica for the CPU tier of the prefix cache, GB (0: no CPU tier)."""
+    cpu_kv_link_gb_s: float = 25.0
+    """Host-to-GPU bandwidth per GPU for CPU-tier offloads and reloads, GB/s (PCIe 4.0 x16)."""
     engine_profile: str = "vllm-v1"
     """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md);
     a name of ``execution.ENGINE_PROFILES``, checked when the cluster is built."""
@@ -91,6 +100,12 @@ class ReplicaConfig:
     def __post_init__(self) -> None:
         _check(self.tensor_parallel in (1, 2, 4, 8),
                f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
+        _check(self.expert_parallel in (1, 2, 4, 8, 16, 32, 64),
+               f"expert_parallel must be 1, 2, 4, ..., 64, got {self.expert_parallel}")
+        _check(self.kv_cache_dtype in ("auto", "fp8"),
+               f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
+        _check(self.cpu_kv_gb >= 0, f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")
+        _check(self.cpu_kv_link_gb_s > 0, f"cpu_kv_link_gb_s must be > 0, got {self.cpu_kv_link_gb_s}")
         _check(self.quantization in QUANTIZATION_TIERS,
                f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
         _check(self.batch_cap >= 1, f"batch_cap must be >= 1, got {self.batch_cap}")

@@ -20,8 +20,10 @@ REPLICA_KNOBS = ("batch_cap", "kv_budget_fraction", "chunk_size", "speculation_d
 
 
 def hardware(cfg: ReplicaConfig) -> tuple:
-    """Hardware identity of a replica config (model, GPU, tensor parallel, engine profile)."""
-    return (cfg.model, cfg.gpu, cfg.tensor_parallel, cfg.engine_profile)
+    """Hardware identity of a replica config (model, GPU, tensor and expert parallel, engine
+    profile, KV-cache element type)."""
+    return (cfg.model, cfg.gpu, cfg.tensor_parallel, cfg.engine_profile, cfg.expert_parallel,
+            cfg.kv_cache_dtype)
 
 
 class ModelBank:
@@ -45,7 +47,8 @@ class ModelBank:
                 m = self._by_hw[key] = ExecutionModel.from_preset(
                     model=cfg.model, gpu=cfg.gpu, tensor_parallel=cfg.tensor_parallel,
                     quantization=cfg.quantization, gpu_hour_usd=self.gpu_hour_usd,
-                    engine_profile=cfg.engine_profile)
+                    engine_profile=cfg.engine_profile, expert_parallel=cfg.expert_parallel,
+                    kv_cache_dtype=cfg.kv_cache_dtype)
             return m
         m = self._by_quant.get(cfg.quantization)
         if m is None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from .batching import make_scheduler
+from .cpu_kv import CPUKVTier
 from .kv_cache import KVCache
 from .metrics import ReplicaWindow
 from .replica_advance import IDLE, ITER, PAUSE, RUN, ReplicaAdvance
@@ -86,6 +87,14 @@ class Replica(ReplicaAdvance):
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
                           prefix_caching=config.prefix_caching)
+        self.cpu: CPUKVTier | None = None
+        """Host-memory tier of the prefix cache (``ReplicaConfig.cpu_kv_gb`` > 0), fed by GPU evictions."""
+        self.reload_debt_s = 0.0  # CPU-tier reload time owed by the next iteration
+        self.tier_tokens = [0, 0, 0]  # first admissions: prompt tokens looked up, GPU hits, CPU hits
+        if config.cpu_kv_gb > 0 and config.prefix_caching:
+            self.cpu = CPUKVTier.for_model(model, cpu_kv_gb=config.cpu_kv_gb, block_size=config.block_size,
+                                           link_gb_s=config.cpu_kv_link_gb_s)
+            self.kv.spill = self.cpu.offload
 
     # ------------------------------------------------------------------ configuration
     def _set_config(self, cfg: "ReplicaConfig", model) -> None:
@@ -216,11 +225,11 @@ class Replica(ReplicaAdvance):
         transfer = r.prefilled_tokens >= r.prefill_target
         # prefix cache: at most (prefill_target - 1) tokens are reused (one token is always computed)
         lookup = r.block_hashes and kv.prefix_caching and not transfer
-        hit = ev = 0
+        hit = ev = chit = 0
         if budget is not None:
             if lookup:
-                hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
-                ht = hit * kv.block_size
+                hit, ev, chit = self._lookup(r)
+                ht = (hit + chit) * kv.block_size
                 left = r.prefill_target - (ht if ht > r.prefilled_tokens else r.prefilled_tokens)
             else:
                 left = r.prefill_target - r.prefilled_tokens
@@ -240,7 +249,7 @@ class Replica(ReplicaAdvance):
         matched = budget is not None  # the lookup above is current
         while True:
             if lookup and not matched:  # (again after a priority preemption changed the cache)
-                hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
+                hit, ev, chit = self._lookup(r)
             matched = False
             demand = need - hit + ev  # new blocks plus evictable cached blocks taken off the queue
             free = kv.capacity_blocks - kv.used_blocks
@@ -262,9 +271,13 @@ class Replica(ReplicaAdvance):
         else:
             self.waiting.popleft()
         self._kv_advance(self.now)
+        if chit:  # reloaded from the CPU tier (read before the allocation below may spill to it)
+            self.reload_debt_s += self.cpu.reload(r.block_hashes, hit, chit)
         kv.admit(r, need, hit)
-        if hit:
-            ht = hit * kv.block_size
+        if chit:  # the reloaded blocks are new GPU blocks, named at once
+            kv.commit(r, hit + chit)
+        if hit or chit:
+            ht = (hit + chit) * kv.block_size
             if ht > r.prefilled_tokens:
                 r.prefilled_tokens = ht
         if transfer:
@@ -275,11 +288,33 @@ class Replica(ReplicaAdvance):
             if not transfer:  # hit statistics count a request's first admission only
                 w = self.win
                 w.prefix_query_tokens += r.prompt_tokens
-                if hit:
-                    r.cached_tokens = hit * kv.block_size
+                tt = self.tier_tokens
+                tt[0] += r.prompt_tokens
+                if hit or chit:
+                    r.cached_tokens = (hit + chit) * kv.block_size
                     w.prefix_hit_tokens += r.cached_tokens
+                    tt[1] += hit * kv.block_size
+                    tt[2] += chit * kv.block_size
         self._kv_peak()
         return True
+
+    def _lookup(self, r: "Request") -> tuple[int, int, int]:
+        """Prefix lookup: (GPU blocks hit, of which evictable, CPU-tier blocks worth reloading next)."""
+        kv = self.kv
+        mx = (r.prefill_target - 1) // kv.block_size
+        hit, ev = kv.match(r.block_hashes, mx)
+        cpu = self.cpu
+        if cpu is None or hit >= mx:
+            return hit, ev, 0
+        c = cpu.match(r.block_hashes, hit, mx)
+        if c:  # reload only when cheaper than recomputing those tokens after the GPU hit
+            bs = kv.block_size
+            t, ctx = c * bs, hit * bs
+            m = self.model
+            recompute = m.iteration_time_s(((t, ctx),)) - m.iteration_time_s(((1, ctx + t),))
+            if cpu.reload_time_s(c) >= recompute:
+                c = 0
+        return hit, ev, c
 
     def preempt(self, r: "Request") -> None:
         """Recompute preemption (vLLM): free the blocks, requeue at the front."""
@@ -378,7 +413,7 @@ class Replica(ReplicaAdvance):
                                f"{len(self.running)} running and {self.queued()} queued (a simulator bug)")
         self.seg_t0 = now
         k = self.spec_k
-        if not chunks and k == 0:
+        if not chunks and k == 0 and not self.reload_debt_s:
             return self._plan_run(now, decodes)
         S = 0
         for r in decodes:
@@ -387,6 +422,9 @@ class Replica(ReplicaAdvance):
         S += B
         pf = [(c, r.prefilled_tokens) for r, c in chunks]
         dur = self.model.iteration_time_s(pf, B, S, k if B else 0)
+        if self.reload_debt_s:  # CPU-tier reloads of this iteration's new requests
+            dur += self.reload_debt_s
+            self.reload_debt_s = 0.0
         self.state = ITER
         self.it_chunks = chunks
         self.seg_decodes = decodes
@@ -450,6 +488,9 @@ class Replica(ReplicaAdvance):
         assert 0 <= kv.used_blocks <= kv.capacity_blocks, (
             f"replica {self.id}: used {kv.used_blocks} outside [0, {kv.capacity_blocks}]")
         kv.check(self.running)
+        if self.cpu is not None:
+            self.cpu.check()
+            assert self.tier_tokens[1] + self.tier_tokens[2] <= self.tier_tokens[0], "hits exceed lookups"
         for r in self.running:
             assert r.kv_blocks * kv.block_size >= r.kv_tokens, f"request {r.req_id} holds too few blocks"
             assert r.kv_blocks * kv.block_size >= r.prefilled_tokens, f"request {r.req_id} prefilled past its blocks"
