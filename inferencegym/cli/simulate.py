@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import typer
 
+from inferencegym.cli.output import print_table
 from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.workload import load_trace
@@ -48,13 +49,13 @@ def load_tenants(path: str | Path):
     """Tenant classes from YAML: a list (or ``{tenants: [...]}``) of mappings with TenantSpec fields
     (name, priority, ttft_slo_s, tbt_slo_s, spec_acceptance) plus an optional ``share`` (fraction of
     generated requests; default equal shares). Returns (tuple of TenantSpec, list of shares)."""
-    import yaml
+    from inferencegym.safe_yaml import read_yaml
 
 
     p = Path(path)
     if not p.is_file():
         raise typer.BadParameter(f"tenants file not found: {p}")
-    data = yaml.safe_load(p.read_text())
+    data = read_yaml(p, "tenants file")
     if isinstance(data, dict) and "tenants" in data:
         data = data["tenants"]
     if not isinstance(data, list) or not data or not all(isinstance(d, dict) for d in data):
@@ -227,7 +228,7 @@ def _print_table(s: dict) -> None:
         for n, d in s["tenants"].items():
             t.add_row(f"[{n}] ttft p99 / tbt p99 / SLO",
                       f"{f(d['ttft_s']['p99'])} / {f(d['tbt_s']['p99'])} / {f(d['slo_attainment'])}")
-    Console().print(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:
