@@ -45,9 +45,18 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
     zeros = rep.cfg.batch_cap - len(running)
     if zeros < 0:
         zeros = 0
+    clair = expected_output_tokens is None
+    if zeros and not clair and expected_output_tokens >= 0.0 and not (rep.prio_waiting or rep.waiting):
+        # nothing queued, a free slot, no release time below 0: the request starts now (the common
+        # case for the router feature); only the prefill ahead of it counts
+        ahead = 0
+        for r in running:
+            left = r.prefill_target - r.prefilled_tokens
+            if left > 0:
+                ahead += left
+        return 0.0 + (ahead + prompt_tokens - cached_tokens) / chunk
     slots = []
     ahead = 0
-    clair = expected_output_tokens is None
     for r in running:
         left = r.prefill_target - r.prefilled_tokens
         if left < 0:
