@@ -37,7 +37,6 @@ from fastapi.staticfiles import StaticFiles
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.env_server.types import ConcurrencyConfig
-from pydantic import BaseModel, ConfigDict, Field
 
 from inferencegym.apps.env_server.environment import (
     DEFAULT_TASK_ID,
@@ -52,9 +51,18 @@ from inferencegym.apps.env_server.environment import (
     single_task_ids,
     to_serve_action,
 )
-from inferencegym.apps.env_server.limits import BaselineGate, BusyError
+from inferencegym.apps.env_server.bodies import (
+    MAX_GRADER_ACTIONS,  # noqa: F401  (re-exported: docs/threat_model.md names it here)
+    GraderBody,
+    ResetBody,
+    StepBody,
+    SuggestBody,
+    validate_ws_frame,
+)
+from inferencegym.apps.env_server.limits import BusyError, EpisodePool, ResultCache
 from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
+from inferencegym.apps.peers import client_key
 from inferencegym.envs import list_tasks
 from inferencegym.envs.actions import ServeAction
 from inferencegym.envs.verifier import ReplayError, replay_grade
@@ -63,74 +71,19 @@ from inferencegym.policies import get_policy, is_privileged, list_policies
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_MAX_SESSIONS = 64
-MAX_GRADER_ACTIONS = 1000
-"""Longest action list ``/grader`` accepts (the longest episode has 200 windows)."""
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 BASELINE_POLICIES = ("static_default", "heuristic", "best_static")
 """Baselines shown by ``GET /baseline`` by default (deterministic policies only)."""
 MAX_BASELINE_EPISODES = 5
 
-SESSION_ID_FIELD = Field(..., min_length=1, max_length=128, description="id returned by POST /reset")
-
-
-# ---------------------------------------------------------------------------------------------
-# Request bodies (pydantic: a violating body gets 422 with the reason)
-class ResetBody(BaseModel):
-    """``POST /reset`` body; every field is optional (``{}`` starts a default episode)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="episode seed (drawn if omitted)")
-    task_id: str | None = Field(None, max_length=128, description="task (default: static_workload)")
-    session_id: str | None = Field(None, min_length=1, max_length=128,
-                                   description="reuse this session instead of creating one")
-    episode_id: str | None = Field(None, max_length=128, description="your label for the episode")
-    split: str | None = Field(None, max_length=32, description="OpenEnv Task API split (\"test\")")
-    index: int | None = Field(None, ge=0, le=10_000, description="OpenEnv Task API task index in the split")
-
-
-class StepBody(BaseModel):
-    """``POST /step`` body."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    session_id: str = SESSION_ID_FIELD
-    action: InferenceGymAction = Field(..., description="the serving configuration (see /schema)")
-    timeout_s: float | None = Field(None, gt=0, description="accepted for OpenEnv compatibility; unused")
-    request_id: str | None = Field(None, max_length=128, description="accepted for OpenEnv compatibility")
-
-
-class GraderBody(BaseModel):
-    """``POST /grader`` body: a ``session_id`` (grade that session's episode so far, from the
-    server's own record) or a submitted episode ``task_id`` + ``seed`` + ``actions``, which the
-    server replays (the simulator is deterministic) and grades on the log it wrote itself. A
-    client-written log or metric is never graded."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    session_id: str | None = Field(None, min_length=1, max_length=128)
-    task_id: str | None = Field(None, max_length=128)
-    seed: int | None = Field(None, ge=0, le=2**32 - 1, strict=True,
-                             description="the episode's seed (GET /state reports it)")
-    actions: list[InferenceGymAction] | None = Field(
-        None, max_length=MAX_GRADER_ACTIONS,
-        description="the episode's actions in order (one per window; fewer grades the episode so far)")
-    episode_log: Any = Field(None, description="no longer accepted (a client-written log is not "
-                                               "graded): send task_id, seed and actions")
-
-
-class SuggestBody(BaseModel):
-    """``POST /suggest`` body: what a baseline policy would do in the session's current state."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    session_id: str = SESSION_ID_FIELD
-    policy: str = Field("heuristic", min_length=1, max_length=64)
-
-
 # ---------------------------------------------------------------------------------------------
 def _err(status: int, msg: str, **extra: Any) -> HTTPException:
     return HTTPException(status_code=status, detail={"error": msg, **extra})
+
+
+def _busy(exc: BusyError) -> HTTPException:
+    return HTTPException(status_code=429, detail={"error": str(exc)},
+                         headers={"Retry-After": str(exc.retry_after_s)})
 
 
 def _remove_routes(app: FastAPI, targets: set[tuple[str, str]]) -> int:
@@ -264,9 +217,15 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
     store = SessionStore(InferenceGymEnvironment, max_sessions=max_sessions,
                          idle_timeout_s=idle_timeout_s, max_per_client=max_sessions_per_client)
     app.state.sessions = store
-    baseline_gate = BaselineGate(concurrency=1, cache_entries=256, wait_s=30.0)
-    replay_gate = BaselineGate(concurrency=2, cache_entries=0, wait_s=10.0)
-    registry = harden_app(app, limits, metrics_prefix="inferencegym_env")
+    # whole episodes run in their own pools, never on the threads of the cheap routes
+    baseline_pool = EpisodePool("baseline", workers=1, max_queued=2, retry_after_s=5)
+    replay_pool = EpisodePool("grader replay", workers=1, max_queued=2, retry_after_s=2)
+    baseline_cache = ResultCache(256)
+    app.state.episode_pools = (baseline_pool, replay_pool)
+    proxies = limits.proxy_networks
+    registry = harden_app(app, limits, metrics_prefix="inferencegym_env",
+                          ws_max_per_client=max_sessions_per_client,
+                          ws_validators={"/ws": validate_ws_frame})
     if registry is not None:
         from prometheus_client import Gauge
 
@@ -295,7 +254,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             created = False
         else:
             try:
-                sess = store.create(owner=request.client.host if request.client else "")
+                sess = store.create(owner=client_key(request.scope, proxies))
             except SessionLimitError as exc:
                 raise HTTPException(status_code=429, detail={"error": str(exc), **store.stats()},
                                     headers={"Retry-After": "30"}) from None
@@ -349,15 +308,18 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                 "policies": _baseline_policy_names()}
 
     @app.post("/grader", tags=["Grading"], summary="Grade a session's episode or a posted episode log")
-    def grader(body: GraderBody) -> dict[str, Any]:
+    async def grader(body: GraderBody) -> dict[str, Any]:
         if body.session_id is not None:
             if body.episode_log is not None or body.actions is not None:
                 raise _err(422, "give either session_id or (task_id, seed, actions), not both")
             sess = _get(body.session_id)
-            try:
+
+            def grade_session() -> tuple[Any, Any]:
                 with sess.lock:
-                    result = sess.env.grade()
-                    st = sess.env.state
+                    return sess.env.grade(), sess.env.state
+
+            try:
+                result, st = await run_in_threadpool(grade_session)
             except NotResetError as exc:
                 raise _err(409, str(exc)) from None
             return _finite({"session_id": body.session_id, "task_id": st.task_id, "done": st.done,
@@ -375,11 +337,9 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                        field="task_id")
         actions = [to_serve_action(a) for a in body.actions]
         try:
-            with replay_gate.slot():
-                res = replay_grade(body.task_id, body.seed, actions)
+            res = await replay_pool.run(lambda: replay_grade(body.task_id, body.seed, actions))
         except BusyError as exc:
-            raise HTTPException(status_code=429, detail={"error": str(exc)},
-                                headers={"Retry-After": "2"}) from None
+            raise _busy(exc) from None
         except ReplayError as exc:
             raise _err(422, str(exc)) from None
         return _finite({"task_id": body.task_id, "seed": body.seed, "done": res.done,
@@ -387,7 +347,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                         "breakdown": res.grade.model_dump(), "verified_by": "replay"})
 
     @app.get("/baseline", tags=["Grading"], summary="Deterministic baseline scores on every task")
-    def baseline(policy: list[str] | None = Query(None, description=f"default: {', '.join(BASELINE_POLICIES)}"),
+    async def baseline(policy: list[str] | None = Query(None, description=f"default: {', '.join(BASELINE_POLICIES)}"),
                  task_id: str | None = Query(None, max_length=128),
                  seed: int = Query(0, ge=0, le=2**32 - 1),
                  episodes: int = Query(1, ge=1, le=MAX_BASELINE_EPISODES)) -> dict[str, Any]:
@@ -412,12 +372,24 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             return {"policy": p, "task_id": t, "seeds": seeds, "scores": scores,
                     "score_mean": sum(scores) / len(scores)}
 
-        try:
-            rows = [baseline_gate.cached((p, t, seed, episodes), lambda p=p, t=t: compute(p, t))
-                    for p in policies for t in task_ids]
-        except BusyError as exc:
-            raise HTTPException(status_code=429, detail={"error": str(exc)},
-                                headers={"Retry-After": "5"}) from None
+        keys = [(p, t, seed, episodes) for p in policies for t in task_ids]
+
+        def compute_rows() -> list[dict[str, Any]]:
+            rows = []
+            for k in keys:
+                row = baseline_cache.get(k)
+                if row is None:
+                    row = compute(k[0], k[1])
+                    baseline_cache.put(k, row)
+                rows.append(row)
+            return rows
+
+        rows = [baseline_cache.get(k) for k in keys]
+        if any(r is None for r in rows):
+            try:
+                rows = await baseline_pool.run(compute_rows)
+            except BusyError as exc:
+                raise _busy(exc) from None
         return _finite({"results": rows})
 
     @app.post("/suggest", tags=["Grading"], summary="The action a baseline would take in this session now")
@@ -482,6 +454,8 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         store.close_all()
+        for pool in (baseline_pool, replay_pool):
+            pool.shutdown()
 
     app.router.on_startup.append(_start_reaper)
     app.router.on_shutdown.append(_stop_reaper)
@@ -491,6 +465,18 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         return JSONResponse(status_code=429, content={"detail": {"error": str(exc)}})
 
     return app
+
+
+def uvicorn_options(limits: HTTPLimits | None = None) -> dict[str, Any]:
+    """Options every launcher passes to ``uvicorn.run`` with this app.
+
+    ``proxy_headers=False``: uvicorn would otherwise believe ``X-Forwarded-For`` from loopback and
+    rewrite the client address the per-client caps count (the app decides whom to trust:
+    ``HTTPLimits.trusted_proxies``). ``ws_max_size``: the transport closes a WebSocket frame over
+    twice the body limit (code 1009) before buffering it; smaller frames over the limit get an error
+    frame from the app."""
+    limits = limits or HTTPLimits()
+    return {"proxy_headers": False, "ws_max_size": 2 * limits.max_body_bytes, "server_header": False}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -504,9 +490,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S)
     p.add_argument("--max-sessions-per-client", type=int, default=None)
     args = p.parse_args(argv)
+    limits = HTTPLimits()
     uvicorn.run(build_app(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout_s,
-                          max_sessions_per_client=args.max_sessions_per_client),
-                host=args.host, port=args.port, log_level="info")
+                          max_sessions_per_client=args.max_sessions_per_client, limits=limits),
+                host=args.host, port=args.port, log_level="info", **uvicorn_options(limits))
 
 
 def __getattr__(name: str) -> Any:
