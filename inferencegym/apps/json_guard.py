@@ -126,11 +126,11 @@ def parse_json(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH, what: str =
 
 def scrub(s: str, max_chars: int = 80) -> str:
     """``s`` made safe to echo: lone surrogates written as ``\\udXXX`` text, cut to ``max_chars``."""
-    if len(s) > max_chars:
-        s = s[:max_chars] + f"... ({len(s)} chars)"
+    n = len(s)
+    s = s[:max_chars]
     if not s.isascii():
-        s = s.encode("utf-8", "backslashreplace").decode("utf-8")
-    return s
+        s = s.encode("utf-8", "backslashreplace").decode("utf-8")[:max_chars]
+    return s if n <= max_chars else s + f"... ({n} chars)"
 
 
 def scrub_all(x: Any) -> Any:
