@@ -17,6 +17,7 @@ from websockets.sync.client import connect
 
 from fakes.live import live_server
 from inferencegym.apps.env_server import app as server_app
+from inferencegym.apps.env_server import episodes
 from inferencegym.apps.env_server.app import build_app, uvicorn_options
 from inferencegym.apps.http_security import HTTPLimits, json_safe
 from inferencegym.apps.json_guard import JSONGuardError, parse_json
@@ -151,9 +152,10 @@ def test_baseline_and_grader_floods_do_not_starve_reset_and_step(monkeypatch):
         time.sleep(0.5)
         raise server_app.ReplayError("replayed")
 
-    monkeypatch.setattr(server_app, "run_baseline_episode", slow_episode)
-    monkeypatch.setattr(server_app, "replay_grade", slow_replay)
-    with live_server(build_app(max_sessions=8, max_sessions_per_client=8), **uvicorn_options()) as url:
+    monkeypatch.setattr(episodes, "run_baseline_episode", slow_episode)
+    monkeypatch.setattr(episodes, "replay_grade", slow_replay)
+    app = build_app(max_sessions=8, max_sessions_per_client=8, episode_processes=False)
+    with live_server(app, **uvicorn_options()) as url:
         stop = threading.Event()
         codes: list[int] = []
         retry_after: set[str] = set()

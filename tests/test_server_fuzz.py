@@ -21,7 +21,8 @@ from inferencegym.apps.env_server.app import build_app
 
 @pytest.fixture(scope="module")
 def server_url():
-    with live_server(build_app(max_sessions=8, max_sessions_per_client=8, idle_timeout_s=600)) as url:
+    with live_server(build_app(max_sessions=8, max_sessions_per_client=8, idle_timeout_s=600,
+                               episode_processes=False)) as url:
         yield url
 
 
@@ -37,7 +38,8 @@ def _operations(server_url):
 def test_no_server_errors_on_schema_generated_requests():
     from hypothesis import given
 
-    with live_server(build_app(max_sessions=32, max_sessions_per_client=32, idle_timeout_s=600)) as server_url:
+    with live_server(build_app(max_sessions=32, max_sessions_per_client=32, idle_timeout_s=600,
+                               episode_processes=False)) as server_url:
         _fuzz_schema(server_url, given)
 
 
@@ -126,7 +128,8 @@ def test_schema_bodies_with_non_finite_and_huge_literals_never_5xx():
     from hypothesis import given
     from hypothesis import strategies as st
 
-    with live_server(build_app(max_sessions=32, max_sessions_per_client=32, idle_timeout_s=600)) as url, \
+    with live_server(build_app(max_sessions=32, max_sessions_per_client=32, idle_timeout_s=600,
+                               episode_processes=False)) as url, \
             httpx.Client(base_url=url, timeout=60) as c:
         ops = [op for op in _operations(url) if op.method.upper() == "POST"]
         assert {"/reset", "/step", "/grader", "/suggest"} <= {op.path for op in ops}

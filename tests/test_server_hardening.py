@@ -23,7 +23,7 @@ JSON = {"content-type": "application/json"}
 @pytest.fixture(scope="module")
 def server_url():
     with live_server(build_app(max_sessions=32, idle_timeout_s=600, max_sessions_per_client=32,
-                               limits=HTTPLimits(max_body_bytes=200_000))) as url:
+                               limits=HTTPLimits(max_body_bytes=200_000), episode_processes=False)) as url:
         yield url
 
 

@@ -59,13 +59,15 @@ from inferencegym.apps.env_server.bodies import (
     SuggestBody,
     validate_ws_frame,
 )
+from inferencegym.apps.env_server import episodes
+from inferencegym.apps.env_server.episodes import PolicyUnavailableError, run_baseline_episode  # noqa: F401
 from inferencegym.apps.env_server.limits import BusyError, EpisodePool, ResultCache
 from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
 from inferencegym.apps.peers import client_key
 from inferencegym.envs import list_tasks
 from inferencegym.envs.actions import ServeAction
-from inferencegym.envs.verifier import ReplayError, replay_grade
+from inferencegym.envs.verifier import ReplayError
 from inferencegym.policies import get_policy, is_privileged, list_policies
 
 DEFAULT_HOST = "127.0.0.1"
@@ -139,10 +141,6 @@ def _action_schema() -> dict[str, Any]:
     return ServeAction.model_json_schema()
 
 
-class PolicyUnavailableError(RuntimeError):
-    """A registered baseline that cannot be built for a task (e.g. data not shipped)."""
-
-
 def _baseline_policy_names() -> list[str]:
     """Registry policies the server may run: not the LLM policy (it needs a key) and never a
     privileged one (``clairvoyant`` reads the hidden future; the registry marks it)."""
@@ -158,34 +156,12 @@ def _refuse_policy(name: str) -> HTTPException:
                 field="policy")
 
 
-def run_baseline_episode(policy_name: str, task_id: str, seed: int) -> dict[str, Any]:
-    """One episode of a registry policy on the OpenEnv adapter (same env, same seed path as HTTP)."""
-    try:
-        policy = get_policy(policy_name, task_id)
-    except ValueError as exc:
-        raise PolicyUnavailableError(str(exc)) from None
-    env = InferenceGymEnvironment(task_id)
-    try:
-        obs = env.reset(seed=seed, task_id=task_id)
-        if callable(getattr(policy, "reset", None)):
-            policy.reset(seed=seed)
-        total = 0.0
-        while not obs.done:
-            action = policy.act(env.last_obs, env.last_info)
-            obs = env.step(action)
-            total += float(obs.reward or 0.0)
-        return {"policy": policy_name, "task_id": task_id, "seed": seed, "score": obs.grade,
-                "total_reward": total, "steps": env.state.step_count,
-                "grade_breakdown": obs.grade_breakdown}
-    finally:
-        env.close()
-
-
 # ---------------------------------------------------------------------------------------------
 def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
               idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
               max_sessions_per_client: int | None = None,
-              limits: HTTPLimits | None = None) -> FastAPI:
+              limits: HTTPLimits | None = None,
+              episode_processes: bool = True) -> FastAPI:
     """The FastAPI app (see the module docstring).
 
     Args:
@@ -195,6 +171,9 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             ``max_sessions``, at least 1), so one client cannot take every slot.
         limits: body size, allowed Host names, API-key variable, metrics (see
             :class:`~inferencegym.apps.http_security.HTTPLimits`; docs/threat_model.md).
+        episode_processes: run ``/baseline`` and ``/grader`` replays in a separate, lower-priority
+            process (started at the first such request), so they never hold the server's GIL;
+            False runs them on the pools' own threads (tests).
     """
     limits = limits or HTTPLimits()
     if max_sessions_per_client is None:
@@ -218,8 +197,10 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                          idle_timeout_s=idle_timeout_s, max_per_client=max_sessions_per_client)
     app.state.sessions = store
     # whole episodes run in their own pools, never on the threads of the cheap routes
-    baseline_pool = EpisodePool("baseline", workers=1, max_queued=2, retry_after_s=5)
-    replay_pool = EpisodePool("grader replay", workers=1, max_queued=2, retry_after_s=2)
+    baseline_pool = EpisodePool("baseline", workers=1, max_queued=2, retry_after_s=5,
+                                processes=episode_processes, initializer=episodes.child_init)
+    replay_pool = EpisodePool("grader replay", workers=1, max_queued=2, retry_after_s=2,
+                              processes=episode_processes, initializer=episodes.child_init)
     baseline_cache = ResultCache(256)
     app.state.episode_pools = (baseline_pool, replay_pool)
     proxies = limits.proxy_networks
@@ -335,22 +316,21 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         if body.task_id not in single_task_ids():
             raise _err(422, f"unknown task {body.task_id!r:.80}; valid: {', '.join(single_task_ids())}",
                        field="task_id")
-        actions = [to_serve_action(a) for a in body.actions]
+        actions = [to_serve_action(a).model_dump() for a in body.actions]
         try:
-            res = await replay_pool.run(lambda: replay_grade(body.task_id, body.seed, actions))
+            res = await replay_pool.run(episodes.replay_summary, body.task_id, body.seed, actions)
         except BusyError as exc:
             raise _busy(exc) from None
         except ReplayError as exc:
             raise _err(422, str(exc)) from None
-        return _finite({"task_id": body.task_id, "seed": body.seed, "done": res.done,
-                        "steps": res.steps, "score": float(res.grade),
-                        "breakdown": res.grade.model_dump(), "verified_by": "replay"})
+        return _finite({"task_id": body.task_id, "seed": body.seed, **res, "verified_by": "replay"})
 
     @app.get("/baseline", tags=["Grading"], summary="Deterministic baseline scores on every task")
     async def baseline(policy: list[str] | None = Query(None, description=f"default: {', '.join(BASELINE_POLICIES)}"),
                  task_id: str | None = Query(None, max_length=128),
                  seed: int = Query(0, ge=0, le=2**32 - 1),
-                 episodes: int = Query(1, ge=1, le=MAX_BASELINE_EPISODES)) -> dict[str, Any]:
+                 episodes_n: int = Query(1, ge=1, le=MAX_BASELINE_EPISODES, alias="episodes")
+                 ) -> dict[str, Any]:
         policies = list(dict.fromkeys(policy or BASELINE_POLICIES))
         valid = _baseline_policy_names()
         bad = [p for p in policies if p not in valid]
@@ -361,35 +341,18 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             if task_id not in task_ids:
                 raise _err(422, f"unknown task {task_id!r}; valid: {', '.join(task_ids)}", field="task_id")
             task_ids = [task_id]
-        def compute(p: str, t: str) -> dict[str, Any]:
-            seeds = [seed + i for i in range(episodes)]
-            try:
-                eps = [run_baseline_episode(p, t, s_) for s_ in seeds]
-            except PolicyUnavailableError as exc:  # e.g. best_static not shipped yet
-                return {"policy": p, "task_id": t, "seeds": seeds, "scores": None,
-                        "score_mean": None, "error": str(exc)}
-            scores = [e["score"] for e in eps]
-            return {"policy": p, "task_id": t, "seeds": seeds, "scores": scores,
-                    "score_mean": sum(scores) / len(scores)}
-
-        keys = [(p, t, seed, episodes) for p in policies for t in task_ids]
-
-        def compute_rows() -> list[dict[str, Any]]:
-            rows = []
-            for k in keys:
-                row = baseline_cache.get(k)
-                if row is None:
-                    row = compute(k[0], k[1])
-                    baseline_cache.put(k, row)
-                rows.append(row)
-            return rows
-
+        keys = [(p, t, seed, episodes_n) for p in policies for t in task_ids]
         rows = [baseline_cache.get(k) for k in keys]
-        if any(r is None for r in rows):
+        missing = [k for k, r in zip(keys, rows) if r is None]
+        if missing:
             try:
-                rows = await baseline_pool.run(compute_rows)
+                computed = await baseline_pool.run(episodes.baseline_rows, missing)
             except BusyError as exc:
                 raise _busy(exc) from None
+            fresh = dict(zip(missing, computed))
+            for k, row in fresh.items():
+                baseline_cache.put(k, row)
+            rows = [r if r is not None else fresh[k] for k, r in zip(keys, rows)]
         return _finite({"results": rows})
 
     @app.post("/suggest", tags=["Grading"], summary="The action a baseline would take in this session now")

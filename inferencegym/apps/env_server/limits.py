@@ -1,21 +1,24 @@
 """Bounds on the server's heavy work: whole episodes (``/baseline``, ``/grader`` replays) run in
-their own small thread pool behind a bounded queue, and baseline results live in an LRU cache.
+their own small pool behind a bounded queue, and baseline results live in an LRU cache.
 
 Cheap routes (``/reset``, ``/step``, ``/state``, ``/healthz``) run on the ASGI server's worker
 threads. The heavy routes are ``async`` and never hold one of those threads: they hand the episode
-to an :class:`EpisodePool` (``workers`` threads of its own) and wait on the event loop. When
+to an :class:`EpisodePool` and wait on the event loop. The pool is a separate worker process at a
+lower CPU priority (``processes=True``; an episode is seconds of pure Python, which on a thread of
+the server would hold the GIL against every cheap route), or threads of its own (tests). When
 ``workers + max_queued`` jobs are already admitted, a new one is refused at once with
 :class:`BusyError` (HTTP 429 with ``Retry-After``) instead of waiting, so a client flooding
-``/baseline`` costs the honest ones neither threads nor queueing.
+``/baseline`` costs the honest ones neither threads, nor the GIL, nor queueing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -37,9 +40,14 @@ class EpisodePool:
         workers: jobs running at once (threads owned by this pool).
         max_queued: admitted jobs waiting for a worker, at most; one more is refused.
         retry_after_s: the ``Retry-After`` a refused caller is given.
+        processes: run jobs in ``workers`` spawned processes (started at the first job, niced by
+            ``initializer``) instead of threads; jobs are then top-level functions of plain
+            arguments (the server's own validated values, never request bytes).
+        initializer: called in each worker process when it starts.
     """
 
-    def __init__(self, name: str, *, workers: int = 1, max_queued: int = 4, retry_after_s: int = 5) -> None:
+    def __init__(self, name: str, *, workers: int = 1, max_queued: int = 4, retry_after_s: int = 5,
+                 processes: bool = False, initializer: Callable[[], None] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if max_queued < 0:
@@ -48,7 +56,9 @@ class EpisodePool:
         self.workers = int(workers)
         self.max_queued = int(max_queued)
         self.retry_after_s = int(retry_after_s)
-        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=f"ig-{name}")
+        self.processes = bool(processes)
+        self._initializer = initializer
+        self._executor: Executor | None = None
         self._admitted = 0
         self._lock = threading.Lock()
 
@@ -70,16 +80,31 @@ class EpisodePool:
         with self._lock:
             self._admitted -= 1
 
-    async def run(self, fn: Callable[[], T]) -> T:
-        """``fn()`` on a pool thread, or :class:`BusyError` at once when the pool is full."""
+    def _get_executor(self) -> Executor:
+        with self._lock:
+            if self._executor is None:
+                if self.processes:
+                    self._executor = ProcessPoolExecutor(
+                        max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                        initializer=self._initializer)
+                else:
+                    self._executor = ThreadPoolExecutor(max_workers=self.workers,
+                                                        thread_name_prefix=f"ig-{self.name}")
+            return self._executor
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """``fn(*args)`` on a pool worker, or :class:`BusyError` at once when the pool is full."""
         self._admit()
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+            return await asyncio.get_running_loop().run_in_executor(self._get_executor(), fn, *args)
         finally:
             self._release()
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
 
 
 class ResultCache:
