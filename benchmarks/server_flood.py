@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import multiprocessing
 import socket
 import statistics
 import threading
@@ -24,6 +25,8 @@ from websockets.sync.client import connect
 TASK = "bursty_workload"
 ACTION = {"batch_cap": 64, "kv_budget_fraction": 0.85}
 FLOOD_CONNECTIONS = 48
+FLOOD_WARMUP_S = 3.0
+"""The honest clients start this long after the abuser began (the flood is in full swing)."""
 
 
 def _client(url: str, source: str) -> httpx.Client:
@@ -112,16 +115,50 @@ def honest_ws_probe(url: str, out: dict, stop: threading.Event) -> None:
         out["honest_ws_error"] = type(exc).__name__
 
 
+def _child(name: str, url: str, max_requests: int, stop, ready, out) -> None:
+    codes: collections.Counter = collections.Counter()
+    ready.set()
+    local_stop = threading.Event()
+    threading.Thread(target=lambda: (stop.wait(), local_stop.set()), daemon=True).start()
+    {"episode_flood": episode_flood, "ws_flood": ws_flood}[name](url, max_requests, local_stop, codes)
+    out.put(dict(codes))
+
+
+def in_own_process(name: str):
+    """The abuser ``name`` run in a process of its own (its 48 threads would otherwise share the
+    honest clients' GIL and slow them down on the client side, not on the server)."""
+
+    def run(url: str, max_requests: int, stop: threading.Event, codes: collections.Counter) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        mp_stop, mp_ready, out = ctx.Event(), ctx.Event(), ctx.Queue()
+        proc = ctx.Process(target=_child, args=(name, url, max_requests, mp_stop, mp_ready, out))
+        proc.start()
+        mp_ready.wait(120)
+        time.sleep(FLOOD_WARMUP_S)
+        run.ready.set()
+        stop.wait()
+        mp_stop.set()
+        try:
+            codes.update(out.get(timeout=300))
+        finally:
+            proc.join(timeout=60)
+            if proc.is_alive():
+                proc.terminate()
+
+    run.ready = threading.Event()  # set once the flood is in full swing
+    return run
+
+
 def run_flood_phases(url: str, pid: int, clients: int, steps: int, max_requests: int, run_phase, rss_mb) -> dict:
     out: dict = {}
     out["unloaded"] = run_phase(url, clients, steps, None)
-    out["baseline_flood"] = run_phase(url, clients, steps, max_requests, abuser=episode_flood)
+    out["baseline_flood"] = run_phase(url, clients, steps, max_requests, abuser=in_own_process("episode_flood"))
     out["rss_mb_after_baseline_flood"] = rss_mb(pid)
     probe: dict = {}
     stop = threading.Event()
     prober = threading.Thread(target=honest_ws_probe, args=(url, probe, stop))
     prober.start()
-    out["ws_flood"] = run_phase(url, clients, steps, max_requests, abuser=ws_flood)
+    out["ws_flood"] = run_phase(url, clients, steps, max_requests, abuser=in_own_process("ws_flood"))
     prober.join(timeout=180)
     out["ws_flood"].update(probe)
     out["rss_mb_after_ws_flood"] = rss_mb(pid)

@@ -116,9 +116,12 @@ def run_phase(url: str, clients: int, steps: int, abuse: int | None, abuser=None
     stop = threading.Event()
     abuser = abuser or abusive
     ab = threading.Thread(target=abuser, args=(url, abuse, stop, codes)) if abuse else None
-    t0 = time.perf_counter()
     if ab:
         ab.start()
+        ready = getattr(abuser, "ready", None)
+        if ready is not None:  # a flood in its own process: start the honest clients once it runs
+            ready.wait(180)
+    t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:

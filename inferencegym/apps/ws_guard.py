@@ -21,6 +21,7 @@ Error frames have OpenEnv's shape: ``{"type": "error", "data": {"message": ..., 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -32,6 +33,9 @@ from inferencegym.apps.peers import Network, client_key
 FrameValidator = Callable[[dict[str, Any]], str | None]
 """Returns None for a frame the route may see, else the one-line reason to answer."""
 TRY_AGAIN_LATER = 1013
+REFUSE_TARPIT_S = 1.0
+"""A socket over the per-client cap is closed this long after its error frame (a client that
+reconnects at once then opens at most one socket per second per connection attempt in flight)."""
 
 
 def error_frame(message: str, code: str) -> str:
@@ -79,6 +83,7 @@ class WebSocketGuard:
             return
         await send({"type": "websocket.accept"})
         await send({"type": "websocket.send", "text": error_frame(reason, "CAPACITY_REACHED")})
+        await asyncio.sleep(REFUSE_TARPIT_S)
         await send({"type": "websocket.close", "code": TRY_AGAIN_LATER})
 
     def _guarded(self, scope: dict, receive: Any, send: Any) -> Any:

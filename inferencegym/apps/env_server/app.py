@@ -61,7 +61,7 @@ from inferencegym.apps.env_server.bodies import (
 )
 from inferencegym.apps.env_server import episodes
 from inferencegym.apps.env_server.episodes import PolicyUnavailableError, run_baseline_episode  # noqa: F401
-from inferencegym.apps.env_server.limits import BusyError, EpisodePool, ResultCache
+from inferencegym.apps.env_server.limits import BUSY_TARPIT_S, BusyError, EpisodePool, ResultCache
 from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
 from inferencegym.apps.peers import client_key
@@ -83,7 +83,11 @@ def _err(status: int, msg: str, **extra: Any) -> HTTPException:
     return HTTPException(status_code=status, detail={"error": msg, **extra})
 
 
-def _busy(exc: BusyError) -> HTTPException:
+async def _busy(exc: BusyError) -> HTTPException:
+    """429 with ``Retry-After``, answered after :data:`BUSY_TARPIT_S`: a client that ignores
+    ``Retry-After`` and asks again at once (a flood) is slowed to one request per connection per
+    tarpit, at the cost of a sleeping coroutine (no thread, no CPU)."""
+    await asyncio.sleep(BUSY_TARPIT_S)
     return HTTPException(status_code=429, detail={"error": str(exc)},
                          headers={"Retry-After": str(exc.retry_after_s)})
 
@@ -320,7 +324,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         try:
             res = await replay_pool.run(episodes.replay_summary, body.task_id, body.seed, actions)
         except BusyError as exc:
-            raise _busy(exc) from None
+            raise await _busy(exc) from None
         except ReplayError as exc:
             raise _err(422, str(exc)) from None
         return _finite({"task_id": body.task_id, "seed": body.seed, **res, "verified_by": "replay"})
@@ -348,7 +352,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             try:
                 computed = await baseline_pool.run(episodes.baseline_rows, missing)
             except BusyError as exc:
-                raise _busy(exc) from None
+                raise await _busy(exc) from None
             fresh = dict(zip(missing, computed))
             for k, row in fresh.items():
                 baseline_cache.put(k, row)

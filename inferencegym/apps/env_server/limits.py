@@ -23,6 +23,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+BUSY_TARPIT_S = 1.0
+"""A refused whole-episode request is answered 429 after this pause (a flood that ignores
+``Retry-After`` then costs the server one cheap answer per connection per second)."""
+
 
 class BusyError(RuntimeError):
     """Every slot and queue place is taken (the server answers 429 with ``Retry-After``)."""
@@ -139,4 +143,4 @@ class ResultCache:
             return len(self._data)
 
 
-__all__ = ["EpisodePool", "ResultCache", "BusyError"]
+__all__ = ["EpisodePool", "ResultCache", "BusyError", "BUSY_TARPIT_S"]
