@@ -87,9 +87,13 @@ def ws_flood(url: str, max_requests: int, stop: threading.Event, codes: collecti
             codes["ws session held"] += 1
             held.append(ws)
             for frame in ("[]", big):
-                ws.send(frame)
-                reply = json.loads(ws.recv(timeout=60))
-                codes[f"ws frame -> {reply.get('type')}"] += 1
+                try:
+                    ws.send(frame)
+                    reply = json.loads(ws.recv(timeout=60))
+                    codes[f"ws frame -> {reply.get('type')}"] += 1
+                except Exception as exc:  # the server ended the session (before issue 25)
+                    codes[f"ws frame -> {type(exc).__name__}"] += 1
+                    break
         while not stop.is_set():
             time.sleep(0.1)
     finally:
@@ -139,7 +143,9 @@ def in_own_process(name: str):
         stop.wait()
         mp_stop.set()
         try:
-            codes.update(out.get(timeout=300))
+            codes.update(out.get(timeout=120))
+        except Exception as exc:  # the abuser process failed: say so instead of hanging
+            codes[f"abuser failed: {type(exc).__name__}"] += 1
         finally:
             proc.join(timeout=60)
             if proc.is_alive():

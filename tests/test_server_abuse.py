@@ -268,3 +268,22 @@ def test_ws_one_client_cannot_hold_every_socket():
         with _ws(url) as again:  # the slots came back when the sockets closed
             again.send('{"type": "reset", "data": {"seed": 1}}')
             assert _reply(again)["type"] == "observation"
+
+
+def test_episode_worker_processes_end_with_the_pool():
+    """A killed or stopped server must not leave its episode worker behind (each holds ~200 MB)."""
+    import asyncio
+    import os
+
+    from inferencegym.apps.env_server.limits import EpisodePool
+
+    pool = EpisodePool("test", workers=1, max_queued=0, processes=True)
+    shared = EpisodePool("shared", workers=1, max_queued=0, share_with=pool)
+    pid = asyncio.run(pool.run(os.getpid))
+    assert pid != os.getpid() and asyncio.run(shared.run(os.getpid)) == pid  # one worker for both
+    shared.shutdown()
+    pool.shutdown()
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"

@@ -204,7 +204,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
     baseline_pool = EpisodePool("baseline", workers=1, max_queued=2, retry_after_s=5,
                                 processes=episode_processes, initializer=episodes.child_init)
     replay_pool = EpisodePool("grader replay", workers=1, max_queued=2, retry_after_s=2,
-                              processes=episode_processes, initializer=episodes.child_init)
+                              share_with=baseline_pool)  # one worker process for both
     baseline_cache = ResultCache(256)
     app.state.episode_pools = (baseline_pool, replay_pool)
     proxies = limits.proxy_networks

@@ -9,14 +9,18 @@ plain dicts.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Any
 
 from inferencegym.apps.env_server.environment import InferenceGymEnvironment
 from inferencegym.envs.verifier import replay_grade
 from inferencegym.policies import get_policy
 
-CHILD_NICE = 5
-"""How much lower the episode process's CPU priority is than the server's."""
+CHILD_NICE = 10
+"""How much lower the episode process's CPU priority is than the server's (CFS weight ~1/10)."""
+PARENT_POLL_S = 1.0
+"""How often a worker checks that the server process still exists."""
 
 
 class PolicyUnavailableError(RuntimeError):
@@ -24,12 +28,21 @@ class PolicyUnavailableError(RuntimeError):
 
 
 def child_init() -> None:
-    """Initializer of an episode worker process: one thread for numeric libraries, lower priority."""
+    """Initializer of an episode worker process: one thread for numeric libraries, lower priority,
+    and it exits when the server process is gone (killed servers must not leave workers behind)."""
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
         os.nice(CHILD_NICE)
     except OSError:  # not permitted here: the process still runs, at the server's priority
         pass
+    parent = os.getppid()
+
+    def exit_with_parent() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, name="ig-exit-with-server", daemon=True).start()
 
 
 def run_baseline_episode(policy_name: str, task_id: str, seed: int) -> dict[str, Any]:

@@ -48,10 +48,13 @@ class EpisodePool:
             ``initializer``) instead of threads; jobs are then top-level functions of plain
             arguments (the server's own validated values, never request bytes).
         initializer: called in each worker process when it starts.
+        share_with: run on that pool's workers (one worker process for both routes) while
+            admitting and refusing on this pool's own bounds.
     """
 
     def __init__(self, name: str, *, workers: int = 1, max_queued: int = 4, retry_after_s: int = 5,
-                 processes: bool = False, initializer: Callable[[], None] | None = None) -> None:
+                 processes: bool = False, initializer: Callable[[], None] | None = None,
+                 share_with: EpisodePool | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if max_queued < 0:
@@ -63,6 +66,7 @@ class EpisodePool:
         self.processes = bool(processes)
         self._initializer = initializer
         self._executor: Executor | None = None
+        self._share_with = share_with
         self._admitted = 0
         self._lock = threading.Lock()
 
@@ -85,6 +89,8 @@ class EpisodePool:
             self._admitted -= 1
 
     def _get_executor(self) -> Executor:
+        if self._share_with is not None:
+            return self._share_with._get_executor()
         with self._lock:
             if self._executor is None:
                 if self.processes:
@@ -107,8 +113,13 @@ class EpisodePool:
     def shutdown(self) -> None:
         with self._lock:
             executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+        if executor is None:
+            return
+        workers = list(getattr(executor, "_processes", {}).values())  # ProcessPoolExecutor's
+        executor.shutdown(wait=False, cancel_futures=True)
+        for proc in workers:  # a running episode is abandoned, not awaited: stop the process now
+            if proc.is_alive():
+                proc.terminate()
 
 
 class ResultCache:
