@@ -17,8 +17,10 @@ from inferencegym.apps.env_server.environment import InferenceGymEnvironment
 from inferencegym.envs.verifier import replay_grade
 from inferencegym.policies import get_policy
 
-CHILD_NICE = 10
-"""How much lower the episode process's CPU priority is than the server's (CFS weight ~1/10)."""
+CHILD_NICE = 19
+"""Added to the episode process's niceness (capped at 19, the lowest priority): when the CPUs are
+contended, whole episodes get the time the cheap routes leave (CFS weight 15 against 1024 at
+nice 0), so a ``/baseline`` answer is slower on a busy machine, never an honest ``/step``."""
 PARENT_POLL_S = 1.0
 """How often a worker checks that the server process still exists."""
 
