@@ -17,8 +17,8 @@ Reported: honest errors (any non-200), honest step latency p50/p99 per phase, th
 codes, server RSS (``/proc/<pid>/status`` VmRSS) before, after phase 1 and after phase 2.
 
 ``--scenario flood`` (issue 25) runs instead: unloaded, then the honest clients while one client
-(127.0.0.2) floods ``/baseline`` (all rows, a new seed each call) and ``/grader`` replays from 48
-connections back to back, then while it floods WebSocket sessions (opens sockets as fast as it is
+(127.0.0.2) floods ``/baseline`` (all rows, a new seed each call) from 44 connections and
+``/grader`` replays from 4, back to back, then while it floods WebSocket sessions (opens sockets as fast as it is
 answered, resets each one it keeps, sends ``[]`` and a 1.2 MB frame on each), then unloaded again.
 It reports honest p99 per phase and its ratio to the unloaded median, every response >= 500
 (honest and abuser), the abuser's answers, and whether another client (127.0.0.3) can still open a
