@@ -69,7 +69,7 @@ class Cluster:
                 kv_cache_dtype=rc.kv_cache_dtype)
         self.base_model = execution_model
         self.models = ModelBank(rc, execution_model, config.gpu_hour_usd)
-        self.ledger = RunLedger()
+        self.ledger = RunLedger(config.tenants)
         """Run totals and the current window's counters (the event loop is its only writer)."""
         alphas = [t.spec_acceptance for t in config.tenants]
         child = self.rng.spawn(config.num_replicas)
@@ -390,6 +390,11 @@ class Cluster:
             for rep in self.replicas:
                 rep.reset_window(self.now_s)
         return ws
+
+    def closed_window_completions(self) -> tuple[list[Request], list[bool]]:
+        """The requests completed in the window closed by the last ``window_stats(reset=True)``,
+        in completion order, and whether each met its SLO (``slo.meets_slo``, decided once)."""
+        return self.ledger.closed_done, self.ledger.closed_ok
 
     def run_stats(self) -> WindowStats:
         """Aggregates over the current window without resetting it (the whole run if never reset)."""

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8")
+"""Every weight tier the simulator models (the one definition; labels elsewhere derive)."""
+
+ACTION_QUANTIZATION_TIERS = QUANTIZATION_TIERS[:3]
+"""The tiers the single-agent action offers, in its index order. fp8 is not among them: the
+single-agent tasks run on A100s, which have no FP8, and the shipped modules' action space stays."""
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -49,6 +54,36 @@ class TenantSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReplicaKnobs:
+    """The serving knobs an agent controls, with their one set of defaults: vLLM's
+    (``max_num_seqs=256``, ``gpu_memory_utilization=0.9``, no speculation, FP16). Tasks start their
+    replicas from a ``ReplicaKnobs`` (both environments, replay's simulated target), the action
+    space defaults to it and :class:`ReplicaConfig` takes its defaults from it."""
+
+    scheduler: str = "vllm"
+    """Batching policy of the replicas at reset (a name of ``batching.SCHEDULERS``)."""
+    batch_cap: int = 256
+    """Max running sequences per replica (vLLM ``max_num_seqs``)."""
+    kv_budget_fraction: float = 0.9
+    """Share of free GPU memory given to the KV cache (vLLM ``gpu_memory_utilization``-like)."""
+    speculation_depth: int = 0
+    """Draft tokens per step (0 = speculative decoding off)."""
+    quantization: str = "fp16"
+    """Weight precision tier (one of ``QUANTIZATION_TIERS``)."""
+
+    def __post_init__(self) -> None:
+        _check(self.quantization in QUANTIZATION_TIERS,
+               f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+DEFAULT_KNOBS = ReplicaKnobs()
+"""vLLM's defaults (what ``ServeAction()``, replay's ``SimTarget`` and ``ReplicaConfig`` start from)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReplicaConfig:
     """One model replica (a group of ``tensor_parallel`` GPUs running one engine instance)."""
 
@@ -58,7 +93,7 @@ class ReplicaConfig:
     """GPU preset name."""
     tensor_parallel: int = 1
     """GPUs per replica (tensor parallel degree)."""
-    quantization: str = "fp16"
+    quantization: str = DEFAULT_KNOBS.quantization
     """Weight tier: fp16, int8 (W8A8), int4 (weight-only) or fp8 (W8A8 FP8, Hopper/Ada and later)."""
     expert_parallel: int = 1
     """Expert-parallel degree of a mixture-of-experts model: the replica has tensor_parallel x
@@ -72,22 +107,22 @@ class ReplicaConfig:
     engine_profile: str = "vllm-v1"
     """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md);
     a name of ``execution.ENGINE_PROFILES``, checked when the cluster is built."""
-    scheduler: str = "vllm"
+    scheduler: str = DEFAULT_KNOBS.scheduler
     """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level);
     a name of ``batching.SCHEDULERS``, checked when the cluster is built."""
-    batch_cap: int = 128
+    batch_cap: int = DEFAULT_KNOBS.batch_cap
     """Maximum number of running sequences (vLLM ``max_num_seqs``)."""
     chunk_size: int = 512
     """Sarathi token budget per iteration (decodes count one token each)."""
     max_tokens_per_iter: int = 4096
     """vLLM token budget per prefill iteration (a longer single prompt is admitted alone)."""
-    kv_budget_fraction: float = 1.0
+    kv_budget_fraction: float = DEFAULT_KNOBS.kv_budget_fraction
     """Fraction of the KV memory left after weights and activations that the cache may use."""
     block_size: int = 16
     """PagedAttention block size in tokens."""
     watermark_fraction: float = 0.01
     """Admission keeps at least this fraction of blocks free (vLLM's watermark)."""
-    speculation_depth: int = 0
+    speculation_depth: int = DEFAULT_KNOBS.speculation_depth
     """Draft tokens proposed per decode step (0 = off, up to 8)."""
     spec_acceptance: float = 0.7
     """Default per-token acceptance rate alpha (a tenant may override it)."""

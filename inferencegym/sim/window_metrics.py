@@ -26,12 +26,17 @@ if TYPE_CHECKING:
 
 class RunLedger:
     """Run totals (submitted, completed, rejected) and the current window's arrivals, rejections and
-    completed requests. The event loop is its only writer."""
+    completed requests with their SLO outcome (decided once, at completion, by ``slo.meets_slo``).
+    The event loop is its only writer; ``closed_done`` / ``closed_ok`` keep the last closed window's
+    completions for the envs (they read them instead of keeping their own ledgers)."""
 
-    __slots__ = ("submitted", "completed", "rejected", "win_start_s", "win_arrivals", "win_rejections",
-                 "win_done")
+    __slots__ = ("tenants", "submitted", "completed", "rejected", "win_start_s", "win_arrivals",
+                 "win_rejections", "win_done", "win_ok", "closed_done", "closed_ok")
 
-    def __init__(self) -> None:
+    def __init__(self, tenants: Sequence[TenantSpec]) -> None:
+        self.tenants = tuple(tenants)
+        self.closed_done: list[Request] = []
+        self.closed_ok: list[bool] = []
         self.submitted = 0
         self.completed = 0
         self.rejected = 0
@@ -39,6 +44,7 @@ class RunLedger:
         self.win_arrivals = 0
         self.win_rejections = 0
         self.win_done: list[Request] = []
+        self.win_ok: list[bool] = []
 
     def settled(self) -> bool:
         """Every submitted request completed or was rejected."""
@@ -51,14 +57,20 @@ class RunLedger:
         self.win_rejections += 1
 
     def complete(self, done: list[Request]) -> None:
+        """The one place completions are counted and their SLO outcome decided."""
         self.completed += len(done)
         self.win_done.extend(done)
+        ten = self.tenants
+        self.win_ok.extend([meets_slo(r, ten[r.tenant]) for r in done])
 
     def reset_window(self, now_s: float) -> None:
+        self.closed_done = self.win_done
+        self.closed_ok = self.win_ok
         self.win_start_s = now_s
         self.win_arrivals = 0
         self.win_rejections = 0
         self.win_done = []
+        self.win_ok = []
 
 
 def _arith_mean(d0, step, n, w) -> float:
@@ -115,12 +127,12 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
     tbt_arrays = tbt.arrays()
     tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
     done = ledger.win_done
-    slo_ok = [meets_slo(r, tenants[r.tenant]) for r in done]
+    slo_ok = ledger.win_ok
     tstats = {}
     for ti, ts in enumerate(tenants):
         fd = [r for r in first if r.tenant == ti]
         dd = [r for r in done if r.tenant == ti]
-        ok = [meets_slo(r, ts) for r in dd]
+        ok = [k for r, k in zip(done, slo_ok) if r.tenant == ti]
         if len(tenants) == 1:
             ttb_p = tbt_p
         else:

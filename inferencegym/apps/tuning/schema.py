@@ -78,7 +78,7 @@ class SchedulerSettings(_Strict):
     reduction_factor: float = Field(default=2.0, gt=1)
 
 
-class EvaluationSettings(_Strict):
+class SweepEvaluationSettings(_Strict):
     """How the objective is measured: greedy policy, ``episodes`` held-out seeds from ``seed``."""
 
     episodes: int = Field(default=3, ge=1)
@@ -97,7 +97,7 @@ class SweepSpec(_Strict):
     space: dict[str, Dist]
     search: SearchSettings = Field(default_factory=SearchSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
-    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+    evaluation: SweepEvaluationSettings = Field(default_factory=SweepEvaluationSettings)
     checkpoint_every: int = Field(default=1, ge=1, description="iterations between trial checkpoints (resume)")
     register_model: bool = True
     model_name: str | None = Field(default=None, description="registry name; default inferencegym-<name>")
