@@ -1,7 +1,7 @@
 """The router table of ``cluster_cpu_kv`` with and without its CPU KV tier (issue 26, item 5).
 
     OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/cpu_kv_task_table.py [--episodes 20] [--seed 1000]
-        [--policies round_robin,...] [--json out.json]
+        [--policies round_robin,...] [--json out.json] [--from-json out.json]
 
 Every router runs the same held-out seeds (1000..; tests and tuning use seeds < 1000) on the task as
 registered (100 GB of host memory per replica for the CPU tier) and on the same task with the tier
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1000)
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--json", default=None, help="also write all per-seed results to this JSON file")
+    ap.add_argument("--from-json", default=None, help="print the tables of a run's JSON file instead")
     args = ap.parse_args(argv)
     asked = [p for p in args.policies.split(",") if p]
     policies = [p for p in asked if p in ROUTER_POLICIES]
@@ -84,16 +85,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# skipped {p!r}: not a registered router policy", file=sys.stderr)
     seeds = [args.seed + i for i in range(args.episodes)]
     t0, c0 = time.perf_counter(), time.process_time()
-    res: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for cond, task in conditions().items():
-        res[cond] = {}
-        for pol in policies:
-            eps = [episode(task, pol, s) for s in seeds]
-            res[cond][pol] = {k: [e[k] for e in eps] for k in METRICS}
-            print(f"# {cond} {pol} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-            if args.json:  # after every router, so a long run's finished part is kept
+    if args.from_json:  # print the tables of an earlier (possibly cut-short) run
+        with open(args.from_json) as fh:
+            res = json.load(fh)
+    else:
+        res = {cond: {pol: {k: [] for k in METRICS} for pol in policies} for cond in conditions()}
+        # seed-major: a run stopped early still holds every router on the same seeds (paired)
+        for s in seeds:
+            for cond, task in conditions().items():
+                for pol in policies:
+                    e = episode(task, pol, s)
+                    for k in METRICS:
+                        res[cond][pol][k].append(e[k])
+            print(f"# seed {s} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+            if args.json:  # after every seed, so a long run's finished part is kept
                 with open(args.json, "w") as fh:
                     json.dump(res, fh, indent=1)
+    n_seeds = min(len(v["grade"]) for by in res.values() for v in by.values())
+    policies = [p for p in policies if all(p in by for by in res.values())]
     cmd = "OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/cpu_kv_task_table.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
     print(f"Command: `{cmd.strip()}` ({time.perf_counter() - t0:.0f} s wall, "
@@ -103,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         observable = [p for p in by if p not in PRIVILEGED_ROUTERS]
         order = sorted(observable, key=lambda p: -np.mean(by[p]["grade"]))
         best[cond] = order[0] if order else ""
-        print(f"### {TASK}, {cond} ({args.episodes} seeds from {args.seed})\n")
+        print(f"### {TASK}, {cond} ({n_seeds} seeds from {args.seed})\n")
         print("| router | rank | grade | p90 TTFT (s) | p99 TTFT (s) | hit rate GPU | hit rate CPU |")
         print("|---|---|---|---|---|---|---|")
         for pol in by:
