@@ -100,7 +100,7 @@ def test_importing_the_package_registers_the_env_without_ray():
             "env = gym.make('InferenceGym/LLMServe-v0', task_id='static_workload', episode_windows=2)\n"
             "env.reset(seed=0)\n"
             "print(sorted(m for m in ('ray', 'torch', 'mlflow') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
 

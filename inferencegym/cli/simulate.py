@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import typer
 
+from inferencegym.cli.output import print_table
 from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.workload import load_trace
@@ -48,13 +49,13 @@ def load_tenants(path: str | Path):
     """Tenant classes from YAML: a list (or ``{tenants: [...]}``) of mappings with TenantSpec fields
     (name, priority, ttft_slo_s, tbt_slo_s, spec_acceptance) plus an optional ``share`` (fraction of
     generated requests; default equal shares). Returns (tuple of TenantSpec, list of shares)."""
-    import yaml
+    from inferencegym.safe_yaml import read_yaml
 
 
     p = Path(path)
     if not p.is_file():
         raise typer.BadParameter(f"tenants file not found: {p}")
-    data = yaml.safe_load(p.read_text())
+    data = read_yaml(p, "tenants file")
     if isinstance(data, dict) and "tenants" in data:
         data = data["tenants"]
     if not isinstance(data, list) or not data or not all(isinstance(d, dict) for d in data):
@@ -227,7 +228,7 @@ def _print_table(s: dict) -> None:
         for n, d in s["tenants"].items():
             t.add_row(f"[{n}] ttft p99 / tbt p99 / SLO",
                       f"{f(d['ttft_s']['p99'])} / {f(d['tbt_s']['p99'])} / {f(d['slo_attainment'])}")
-    Console().print(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:
@@ -273,8 +274,26 @@ def register(app: typer.Typer) -> None:
         prefix_caching: Optional[bool] = typer.Option(None, "--prefix-caching/--no-prefix-caching",
                                                       help="automatic prefix caching on the replicas [on]"),
         json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
+        control_task: Optional[str] = typer.Option(None, help="run one episode of a control-plane task "
+                                                              "(cluster_autoscaling|cluster_admission)"),
+        autoscaler: Optional[str] = typer.Option(None, help="control task: hpa|kpa|wva|dynamo_planner|"
+                                                            "scheduled|hindsight|static"),
+        admission: Optional[str] = typer.Option(None, help="control task: admit_all|gaie_shed|token_bucket"),
+        day: Optional[int] = typer.Option(None, min=0, help="control task: day of the windows file "
+                                                            "[first test day]"),
+        load_windows: Optional[Path] = typer.Option(None, help="control task: ServeGen *__windows.parquet "
+                                                               "file [language m-large]"),
+        failures: bool = typer.Option(False, "--failures/--no-failures",
+                                      help="control task: replica crashes and stragglers"),
     ) -> None:
         """Simulate a serving cluster on a trace or Poisson arrivals and summarise latency, throughput, cost."""
+        if control_task or autoscaler or admission:
+            from inferencegym.cli.control import simulate_control
+
+            simulate_control(control_task or "cluster_autoscaling", autoscaler, admission, day,
+                             0 if seed is None else seed, str(load_windows) if load_windows else None,
+                             failures, json_out)
+            return
         given = {k: v for k, v in locals().items() if k in DEFAULTS and v is not None}
         opts = dict(DEFAULTS)
         if config is not None:

@@ -37,6 +37,8 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from torch import nn
 
+import inferencegym.rl.rllib_compat  # noqa: F401  (RLlib's own RLModuleConfig notice, see there)
+
 #: Logit given to masked-out actions. Large but finite: if every action were masked the
 #: distribution stays uniform instead of NaN, and entropy/KL stay finite.
 MASKED_LOGIT = -1.0e9
