@@ -31,7 +31,11 @@ request for request.
   learning agent sees output lengths, so this bounds what a learned router can reach.
 
 Replica policies (``act(obs, info=None) -> MultiDiscrete action``): ``replica_static`` keeps the
-task's initial knobs (the default), ``replica_random`` samples every window.
+task's initial knobs (the default), ``replica_random`` samples every window, ``replica_best_static``
+sets the task's fixed knobs searched on training seeds (``inferencegym/data/best_static_knobs.json``,
+``python -m inferencegym.evaluation.search_cluster_knobs``; the task's initial knobs when none are
+shipped). ``best_static_knobs`` = ``estimated_ttft+replica_best_static``: the best observable rule
+of issue 21 on the cluster tasks (router and replica knobs together).
 
 A *cluster policy* pairs a router with a replica policy (:class:`ClusterPolicy`); the spec
 ``"least_outstanding_requests"`` means that router with ``replica_static``; ``"ROUTER+REPLICA"``
@@ -53,7 +57,9 @@ ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
                                     *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
                                     "prefix_oracle")
-REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random")
+REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static")
+CLUSTER_ALIASES: dict[str, str] = {"best_static_knobs": "estimated_ttft+replica_best_static"}
+"""Named cluster policies that pair a router with a replica policy."""
 PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle")
 """Routers that read what no observation carries (true output lengths; ``prefix_oracle`` also the
 future arrivals and the replicas' current caches): references only, never served to an agent
@@ -202,7 +208,55 @@ class RandomReplica:
         return self._rng.integers(0, np.asarray(REPLICA_ACTION_NVEC))
 
 
-_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica)}
+class FixedKnobsReplica:
+    """``replica_best_static``: every replica gets the same fixed knob buckets, searched per task on
+    training seeds (``inferencegym/data/best_static_knobs.json``); bound to the env to know its task.
+    ``knobs`` (batch_cap, kv_budget_fraction, speculation_depth, chunk_size values) overrides."""
+
+    name = "replica_best_static"
+
+    def __init__(self, knobs: dict | None = None) -> None:
+        self._given = knobs
+        self._idx: np.ndarray | None = None
+
+    def bind(self, env) -> "FixedKnobsReplica":
+        from inferencegym.envs.cluster_spaces import KNOB_BUCKETS, nearest_bucket
+
+        knobs = self._given
+        if knobs is None:
+            knobs = best_static_knobs(env.task.task_id)
+        if knobs is None:
+            k = env.task.knobs
+            knobs = {"batch_cap": k.batch_cap, "kv_budget_fraction": k.kv_budget_fraction,
+                     "speculation_depth": k.speculation_depth, "chunk_size": env.task.chunk_size_tokens}
+        self.knobs = dict(knobs)
+        vals = (knobs["batch_cap"], knobs["kv_budget_fraction"], knobs["speculation_depth"], knobs["chunk_size"])
+        self._idx = np.array([nearest_bucket(b, v) for b, v in zip(KNOB_BUCKETS, vals)], dtype=np.int64)
+        return self
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
+        if self._idx is None:
+            raise ValueError("replica_best_static is not bound to a ClusterEnv; call policy.bind(env)")
+        return self._idx.copy()
+
+
+def best_static_knobs(task_id: str) -> dict | None:
+    """The shipped fixed replica knobs of ``task_id`` (None when none are shipped)."""
+    import json
+    from importlib import resources
+
+    try:
+        text = resources.files("inferencegym").joinpath("data", "best_static_knobs.json").read_text()
+    except (FileNotFoundError, ModuleNotFoundError):
+        return None
+    entry = json.loads(text).get("tasks", {}).get(task_id)
+    return None if entry is None else entry["knobs"]
+
+
+_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica, FixedKnobsReplica)}
 
 
 def get_router_policy(name: str):
@@ -267,11 +321,11 @@ def get_cluster_policy(spec: str) -> ClusterPolicy:
     """``"ROUTER"`` (with ``replica_static``) or ``"ROUTER+REPLICA"``; ValueError listing names."""
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"cluster policy spec must be a non-empty string, got {spec!r}")
-    router, _, replica = spec.partition("+")
+    router, _, replica = CLUSTER_ALIASES.get(spec, spec).partition("+")
     return ClusterPolicy(get_router_policy(router), get_replica_policy(replica or "replica_static"),
                          name=spec)
 
 
 def is_cluster_policy(spec: str) -> bool:
-    router, _, replica = str(spec).partition("+")
+    router, _, replica = CLUSTER_ALIASES.get(str(spec), str(spec)).partition("+")
     return router in ROUTER_POLICIES and (not replica or replica in _REPLICAS)
