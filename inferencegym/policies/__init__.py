@@ -138,6 +138,7 @@ def _ensure_builtins() -> None:
 
 # The built-in policies register themselves here (bottom of the module: they import register_policy).
 from inferencegym.policies import baselines as _baselines  # noqa: E402,F401
+from inferencegym.policies import phase_rule as _phase_rule  # noqa: E402,F401
 
 __all__ = ["Policy", "PolicyEntry", "get_policy", "list_policies", "register_policy",
            "register_scheme", "is_privileged", "describe_policies", "SCHEMES"]

@@ -231,13 +231,3 @@ def _llm_policy(task_id: str):
 register_policy("llm", _llm_policy,
                 "zero-shot chat model through the openai client (API_BASE_URL, MODEL_NAME, HF_TOKEN)")
 
-
-def _phase_rule(task_id: str):
-    from inferencegym.policies.phase_rule import PhaseRulePolicy  # imports this module's helpers
-
-    return PhaseRulePolicy(task_id)
-
-
-register_policy("phase_rule", _phase_rule,
-                "observable phase forecast (sinusoid fit / on-off filter / mega-prompt detector) + "
-                "per-phase configuration table searched on training seeds (best observable rule)")

@@ -32,6 +32,7 @@ import numpy as np
 
 from inferencegym.envs.actions import ServeAction
 from inferencegym.envs.serve_env import OBS_FEATURES, nominal_rates
+from inferencegym.policies import register_policy
 from inferencegym.policies.baselines import _clairvoyant_table, _data_table, best_static_action
 from inferencegym.tasks.spec import get_task
 
@@ -145,3 +146,8 @@ class PhaseRulePolicy:
         if a is None and "+" in name:
             a = self.by_phase.get(name.split("+", 1)[0])
         return a if a is not None else self.default
+
+
+register_policy("phase_rule", lambda task_id: PhaseRulePolicy(task_id),
+                "observable phase forecast (sinusoid fit / on-off filter / mega-prompt detector) + "
+                "per-phase configuration table searched on training seeds (best observable rule)")
