@@ -51,10 +51,13 @@ from inferencegym.sim.estimates import decode_iteration_s, first_token_iteration
 from inferencegym.sim.router import make_router
 from inferencegym.tasks.episode_workload import mean_output_tokens
 
+AFFINITY_S = 0.1
+"""Affinity weight of ``estimated_ttft_affinity`` in seconds (searched on training seeds)."""
 PRODUCTION_ROUTERS: tuple[str, ...] = ("llmd_precise", "llmd_approx", "sglang_cache_aware", "dynamo_kv")
 """The production cache-aware routers of ``inferencegym.sim.cache_routers`` (published defaults)."""
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
+                                    "estimated_ttft_affinity",
                                     *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
                                     "prefix_oracle")
 REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static")
@@ -147,6 +150,10 @@ class EarliestFirstTokenRouter:
             v = self._iter_s[key] = decode_iteration_s(rep)
         return v
 
+    affinity_s = 0.0
+    """Seconds of estimated TTFT a fully cached prompt is worth beyond its own prefill saving
+    (``estimated_ttft_affinity``: keeping a prefix where it is cached keeps that cache hot)."""
+
     def act(self, obs: dict, info: dict | None = None) -> int:
         env = self._env
         if env is None:
@@ -161,9 +168,11 @@ class EarliestFirstTokenRouter:
         best, best_key = -1, None
         for i in _allowed(obs):
             rep = cluster.replicas[i]
+            cached = cluster.published_cached_tokens(i, req)
             est = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=expected,
-                                         cached_tokens=cluster.published_cached_tokens(i, req))
-            key = (est * self._iteration_s(i, rep), rep.outstanding(), i)
+                                         cached_tokens=cached)
+            key = (est * self._iteration_s(i, rep) - self.affinity_s * cached / max(1, req.prompt_tokens),
+                   rep.outstanding(), i)
             if best_key is None or key < best_key:
                 best, best_key = i, key
         return int(best)
@@ -179,6 +188,16 @@ class EstimatedTTFTRouter(EarliestFirstTokenRouter):
 
     def _expected_output(self, env) -> float | None:
         return mean_output_tokens(env.task.workload)
+
+
+class AffinityEstimatedTTFTRouter(EstimatedTTFTRouter):
+    """``estimated_ttft_affinity``: ``estimated_ttft`` minus ``affinity_s`` x the share of the prompt
+    the replica published as cached (observable: the published cache view). The weight was searched
+    on training seeds of the prefix tasks (``benchmarks/affinity_search.py``); on tasks without
+    prefixes it is ``estimated_ttft``."""
+
+    name = "estimated_ttft_affinity"
+    affinity_s = AFFINITY_S
 
 
 class StaticReplica:
@@ -267,6 +286,8 @@ def get_router_policy(name: str):
         return EarliestFirstTokenRouter()
     if name == "estimated_ttft":
         return EstimatedTTFTRouter()
+    if name == "estimated_ttft_affinity":
+        return AffinityEstimatedTTFTRouter()
     if name == "clairvoyant_work":
         p = SimRouterPolicy("clairvoyant")
         p.name = "clairvoyant_work"
