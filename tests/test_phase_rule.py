@@ -96,3 +96,61 @@ def test_best_static_knobs_sets_the_shipped_knobs_on_every_replica():
     assert caps == {want["batch_cap"]} and chunks == {want["chunk_size"]}
     with pytest.raises(ValueError, match="bind"):
         FixedKnobsReplica().act(np.zeros(3))
+
+
+def test_history_phase_features_carry_the_rules_forecast():
+    """The learned policy's optional inputs (``model_config.phase_features``) are the same observable
+    forecast ``phase_rule`` acts on: one detector, two users."""
+    from inferencegym.envs.history import HistoryStacker
+    from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
+
+    env = LLMServeEnv("bursty_workload", episode_windows=60)
+    stack = HistoryStacker(24, 4, 0.3, phase_task_id="bursty_workload")
+    rule = PhaseRulePolicy("bursty_workload")
+    assert stack.out_dim == 24 * 5 + PHASE_FEATURE_DIM
+    obs, info = env.reset(seed=4)
+    rule.reset(4)
+    on_windows = 0
+    while True:
+        x = stack.push(obs)
+        assert x.shape == (stack.out_dim,)
+        name = rule.phase_forecast(obs)
+        assert x[-PHASE_FEATURE_DIM + 1] == float(name == "on")
+        on_windows += name == "on"
+        obs, _, term, trunc, info = env.step(rule.by_phase.get(name, rule.default))
+        if term or trunc:
+            break
+    assert 0 < on_windows < 60
+
+
+def test_env_wrapper_and_policy_loader_add_the_same_phase_features():
+    """A module trained with ``phase_features`` acts identically on the wrapped env's observations
+    and on the raw env's (the loader stacks them and runs its own detector, reset per episode)."""
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
+    from inferencegym.rl.env_creators import make_single_env
+    from inferencegym.rl.modules import module_class
+    from inferencegym.rl.policy_loader import ModulePolicy
+
+    mc = {"hidden": [16], "history_windows": 3, "phase_features": True}
+    wrapped = make_single_env({"task_id": "adversarial_multitenant", "history_windows": 3,
+                               "phase_features": True, "episode_windows": 30})
+    raw = make_single_env({"task_id": "adversarial_multitenant", "episode_windows": 30})
+    d = raw.observation_space.shape[0]
+    assert wrapped.observation_space.shape == (4 * d + PHASE_FEATURE_DIM,)
+    torch.manual_seed(0)
+    m = RLModuleSpec(module_class=module_class("mlp"), observation_space=wrapped.observation_space,
+                     action_space=wrapped.action_space, model_config=mc).build()
+    pol = ModulePolicy({"default_policy": m}, task_id="adversarial_multitenant", kind="single", source="test")
+    for ep in range(2):
+        pol.reset(ep)
+        ow, _ = wrapped.reset(seed=ep)
+        orr, _ = raw.reset(seed=ep)
+        for _ in range(25):
+            a_w, a_r = pol.act_flat(ow), pol.act_flat(orr)
+            np.testing.assert_array_equal(a_w, a_r)
+            ow, *_ = wrapped.step(a_w)
+            orr, *_ = raw.step(a_r)
+        assert ow[-PHASE_FEATURE_DIM] != 0.0  # the fitted sine after 25 windows
