@@ -51,8 +51,10 @@ from inferencegym.sim.estimates import decode_iteration_s, first_token_iteration
 from inferencegym.sim.router import make_router
 from inferencegym.tasks.episode_workload import mean_output_tokens
 
-AFFINITY_S = 0.1
-"""Affinity weight of ``estimated_ttft_affinity`` in seconds (searched on training seeds)."""
+AFFINITY_S = 0.3
+"""Affinity weight of ``estimated_ttft_affinity`` in seconds: the best summed grade of
+``benchmarks/affinity_search.py --seeds 2 --weights 0 0.1 0.3`` (training seeds; it beats the plain
+rule on cluster_multiturn, +0.017, and loses on cluster_prefix_sharing, -0.015: not a better rule)."""
 PRODUCTION_ROUTERS: tuple[str, ...] = ("llmd_precise", "llmd_approx", "sglang_cache_aware", "dynamo_kv")
 """The production cache-aware routers of ``inferencegym.sim.cache_routers`` (published defaults)."""
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
