@@ -40,7 +40,8 @@ def main() -> None:
               f"{rows[0]['seeds'][0]}..{rows[0]['seeds'][-1]})\n")
         print(table_markdown(rows))
         # the returned policy: a PPO checkpoint, or the warm start when selection kept it
-        ppos = [x for x in rows if x["policy"].startswith("ppo") or "selected" in x["policy"]]
+        ppos = [x for x in rows if (x["policy"].startswith("ppo") or "selected" in x["policy"])
+                and "not returned" not in x["policy"]]  # PPO's row shown beside a returned warm start
         base = [x for x in rows if x not in ppos]
         for ppo in ppos:
             print(f"\nPaired on the same seeds, `{ppo['policy']}` (the returned policy) minus each baseline "

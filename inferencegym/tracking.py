@@ -60,6 +60,47 @@ def run_tags(*, task: str, policy: str, seed: int | str | None = None, kind: str
     return tags
 
 
+#: Experiment tag MLflow 3's UI reads to open an experiment on its runs table (not the GenAI tabs).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
+def ui_url(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """The MLflow UI page of the experiments list, an experiment's runs table or one run.
+
+    MLflow 3's UI opens on its GenAI pages (traces) unless told ``workflowType=machine_learning``."""
+    base = base.rstrip("/")
+    if experiment_id is None:
+        path = "/experiments"
+    elif run_id is None:
+        path = f"/experiments/{experiment_id}/runs"
+    else:
+        path = f"/experiments/{experiment_id}/runs/{run_id}"
+    return f"{base}/#{path}?workflowType=machine_learning"
+
+
+def ensure_experiment(name: str, uri: str | None = None) -> str:
+    """Create (or get) the experiment ``name`` in the store ``uri`` (default: the project's), tagged
+    so that the UI shows it as a model-training experiment; returns its id."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri or tracking_uri())
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            exp_id = client.create_experiment(name)
+        except mlflow.exceptions.MlflowException:  # created meanwhile by another process
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            exp_id = exp.experiment_id
+    else:
+        exp_id = exp.experiment_id
+    if exp is None or exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+        client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return str(exp_id)
+
+
 def _version() -> str:
     return __version__
 
@@ -106,7 +147,7 @@ def log_evaluation_run(results: Iterable[Mapping[str, Any]] | Mapping[str, Any],
     policies = sorted({str(r.get("policy")) for r in rows})
     seed = params.get("seed", rows[0].get("seeds", [None])[0] if rows and rows[0].get("seeds") else None)
     mlflow.set_tracking_uri(tracking_uri())
-    mlflow.set_experiment(experiment)
+    mlflow.set_experiment(experiment_id=ensure_experiment(experiment))
     tags = run_tags(task=",".join(tasks), policy=",".join(policies), seed=seed, kind="evaluate")
     with mlflow.start_run(run_name=run_name or f"evaluate {','.join(policies)} on {','.join(tasks)}",
                           tags=tags) as run:

@@ -12,6 +12,14 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "1")
 
 import pytest
 
+try:  # property tests: no per-example deadline (a loaded 2-core machine is slow, not wrong)
+    from hypothesis import settings as _hyp_settings
+
+    _hyp_settings.register_profile("inferencegym", deadline=None)
+    _hyp_settings.load_profile("inferencegym")
+except ImportError:  # hypothesis is a dev dependency; tests that need it import it themselves
+    pass
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -54,7 +54,7 @@ def test_all_target_presets_have_public_config_shapes():
 @pytest.mark.parametrize("kind,call", [
     ("model", lambda: ExecutionModel.from_preset(model="gpt-5", gpu="a100-80gb")),
     ("gpu", lambda: ExecutionModel.from_preset(model="llama-2-7b", gpu="tpu-v5")),
-    ("quantization", lambda: ExecutionModel.from_preset(model="llama-2-7b", quantization="fp8")),
+    ("quantization", lambda: ExecutionModel.from_preset(model="llama-2-7b", quantization="fp6")),
 ])
 def test_unknown_names_list_valid_ones(kind, call):
     with pytest.raises(ValueError, match=rf"unknown {kind} .*valid: "):

@@ -37,8 +37,8 @@ def test_engine_profiles_names_default_and_alias():
 
 
 def test_replica_config_engine_profile_reaches_the_cluster():
-    with pytest.raises(ValueError, match="engine_profile"):
-        ReplicaConfig(engine_profile="nope")
+    with pytest.raises(ValueError, match="engine_profile"):  # checked where the cluster is built
+        Cluster(ClusterConfig(replica=ReplicaConfig(engine_profile="nope")))
     done = {}
     for prof in ("kernel-only", "vllm-2023"):
         cl = Cluster(ClusterConfig(replica=ReplicaConfig(engine_profile=prof), num_replicas=1),

@@ -196,3 +196,26 @@ def test_bc_value_warmup_fits_the_critic_and_leaves_the_cloned_policy_alone():
     assert float((logits[True].argmax(-1) == np.asarray(acts)).mean()) > 0.8
     with pytest.raises(ValueError, match="one return per observation"):
         bc_train(m, obs[:4], acts[:4], epochs=1, lr=1e-3, minibatch_size=8, returns=rets[:3])
+
+
+def test_building_our_modules_logs_no_rlmodule_config_deprecation():
+    """RLlib's ``RLModule.__init__`` builds the deprecated ``RLModuleConfig`` itself and logs
+    "RLModule(config=[RLModuleConfig object]) has been deprecated" in every process; our modules use
+    the new constructor arguments (through ``RLModuleSpec``), so that notice is silenced
+    (inferencegym.rl.rllib_compat) and must not appear; other RLlib warnings still would."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import gymnasium as gym, numpy as np\n"
+            "from ray.rllib.core.rl_module.rl_module import RLModuleSpec\n"
+            "from inferencegym.rl.modules import MLPModule\n"
+            "box = gym.spaces.Box(-1, 1, (4,), np.float32)\n"
+            "RLModuleSpec(module_class=MLPModule, observation_space=box, action_space=gym.spaces.Discrete(3),"
+            " model_config={}).build()\n"
+            "print('built')\n")
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=repo,
+                         env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    assert out.returncode == 0 and "built" in out.stdout, out.stderr[-3000:]
+    assert "RLModuleConfig" not in out.stdout + out.stderr

@@ -208,7 +208,9 @@ def test_bc_warm_start_on_real_env_feeds_ppo(ray_session, tmp_path, config):
             torch.testing.assert_close(a, b, msg=k)
         # conservative fine-tuning: the learner reports the KL to the frozen warm start
         learned = algo.train()["learners"][mid]
-        assert np.isfinite(learned["teacher_kl"]) and learned["teacher_kl"] >= 0.0
+        # KL >= 0 in exact arithmetic; the float32 batch mean of KL ~ 0 (a policy equal to its
+        # teacher) can round to -3.5e-9, so the bound has a tolerance
+        assert np.isfinite(learned["teacher_kl"]) and learned["teacher_kl"] >= -1e-6
         assert learned["curr_teacher_kl_coeff"] == pytest.approx(0.7)
         assert learned["actor_scale"] == 0.0  # first update: the actor is still in its warm-up
     finally:

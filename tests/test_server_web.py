@@ -38,7 +38,7 @@ def _chromium() -> str:
 def _run(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
     profile = tmp / f"profile-{len(list(tmp.iterdir()))}"
     return subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=300)
 
 
 def _png_size(path: Path) -> tuple[int, int]:

@@ -75,9 +75,15 @@ class _Rep:
 
 
 class _Cl:
+    """A stand-in satisfying the part of ``sim.views.RouterClusterView`` these routers read."""
+
     def __init__(self, loads):
         self.replicas = [_Rep(x) for x in loads]
         self.now_s = 1.0
+        self.cache_view = None
+
+    def published(self):
+        return self.cache_view.get(self)
 
 
 def test_sglang_rule_balance_then_prefix_then_smallest_tree():

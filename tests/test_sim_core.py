@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inferencegym.sim import Cluster, ReplicaConfig, Request, TBTRecorder
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TBTRecorder
 from inferencegym.sim.kv_cache import KVCache, KVCacheError
 
 from sim_util import cfg, clone, poisson_requests, results_equal, run
@@ -240,10 +240,15 @@ def test_tpot_and_ttft_consistent_with_execution_model():
 
 # ----------------------------------------------------------------------------- routers / API errors
 def test_registries_list_valid_names():
+    """Configs hold names; the cluster checks them when it is built (configs import no registry)."""
     with pytest.raises(ValueError, match="unknown router 'nope'; valid: .*round_robin"):
-        cfg(router="nope")
+        Cluster(cfg(router="nope"))
     with pytest.raises(ValueError, match="unknown scheduler 'x'; valid: sarathi, static, vllm"):
-        ReplicaConfig(scheduler="x")
+        Cluster(ClusterConfig(replica=ReplicaConfig(scheduler="x")))
+    cl = Cluster(cfg())
+    with pytest.raises(ValueError, match="unknown scheduler 'y'; valid: sarathi, static, vllm"):
+        cl.apply_replica_config(scheduler="y")
+    assert cl.replicas[0].target_config.scheduler == "vllm"
     with pytest.raises(ValueError, match="kv_budget_fraction"):
         ReplicaConfig(kv_budget_fraction=0.0)
 
@@ -354,8 +359,8 @@ def test_per_tenant_tbt_partitions_the_cluster_tbt():
     cl = Cluster(cfg(num_replicas=2, tenants=ten, kv_budget_fraction=0.05), np.random.default_rng(0))
     cl.submit(reqs)
     cl.run_until(12.0)
-    tw = [sum(rep.ttbt[i].total_weight() for rep in cl.replicas) for i in range(3)]
-    total = sum(rep.tbt.total_weight() for rep in cl.replicas)
+    tw = [sum(rep.win.ttbt[i].total_weight() for rep in cl.replicas) for i in range(3)]
+    total = sum(rep.win.tbt.total_weight() for rep in cl.replicas)
     assert sum(tw) == pytest.approx(total) and min(tw) > 0
     # each tenant's token count = its generated tokens minus first tokens, so far
     for i in range(3):

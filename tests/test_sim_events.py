@@ -64,4 +64,17 @@ def test_cluster_window_reset_goes_through_the_replica():
     assert ws.output_tokens > 0
     for rep in cl.replicas:
         assert rep.win.tokens_out == 0 and len(rep.win.tbt) == 0 and rep.win.kv_t == 5.0
-    assert cl.total_tokens == ws.output_tokens
+    assert cl.run_stats().output_tokens == 0  # the new window starts empty
+
+
+def test_replica_fulfils_the_declared_state_contract_of_its_base():
+    """``ReplicaAdvance`` declares the state it shares with ``Replica``; a replica has all of it."""
+    from inferencegym.sim.replica_advance import ReplicaAdvance
+
+    cl = Cluster(cfg(num_replicas=1), np.random.default_rng(0))
+    rep = cl.replicas[0]
+    declared = ReplicaAdvance.__annotations__
+    assert len(declared) > 20
+    missing = [a for a in declared if not hasattr(rep, a)]
+    assert not missing, f"Replica does not set {missing}"
+    assert type(rep)._kv_advance is not ReplicaAdvance._kv_advance

@@ -43,7 +43,8 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
         "evaluation": {"episodes": 1, "seed": 1000},
         "overrides": {"resources.num_env_runners": 0, "resources.num_envs_per_env_runner": 1,
                       "ppo.train_batch_size_per_learner": 64, "ppo.minibatch_size": 32,
-                      "ppo.num_epochs": 1, "env_config.episode_windows": 16},
+                      "ppo.num_epochs": 1, "env_config.episode_windows": 16,
+                      "bc.episodes": 1, "bc.epochs": 1},
         "space": {"reward.w_slo": {"uniform": [0.5, 2.0]}, "ppo.lr": {"loguniform": [1e-4, 1e-3]}},
     }
     path = tmp_path / "tiny.yaml"
@@ -57,8 +58,21 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
     runs = mlflow.search_runs(experiment_names=["sweep/tiny_sweep"], output_format="list")
     assert len(runs) == 2
     sampled = set()
+    # the same warm start `train` uses (bursty_workload.yaml enables BC), made once for the sweep
+    assert out.warm_start.startswith("behaviour cloning of best_static")
+    assert (tmp_path / "ray_results" / "tiny_sweep_bc" / "default_policy").is_dir()
+    names = sorted(r.info.run_name for r in runs)
+    assert names == [f"bursty_workload | {cfg.name} | sweep tiny_sweep trial 0",
+                     f"bursty_workload | {cfg.name} | sweep tiny_sweep trial 1"]  # task | config | index
     for run in runs:
         assert run.info.status == "FINISHED"
+        assert run.data.tags["warm_start"] == out.warm_start
+        # config -> params (the project's training config, not RLlib's ~300 flags); only measurements
+        # are metrics: nothing of the config subtree RLlib copies into every result
+        assert run.data.params["ppo/minibatch_size"] == "32" and run.data.params["bc/baseline"] == "best_static"
+        assert len(run.data.params) < 120
+        assert not [k for k in run.data.metrics if k.startswith("config")]
+        assert "eval/grade_score" in run.data.metrics and "training_iteration" in run.data.metrics
         assert run.data.tags["sweep"] == "tiny_sweep" and run.data.tags["task"] == "bursty_workload"
         assert {"reward.w_slo", "ppo.lr"} <= set(run.data.params)
         assert 0.5 <= float(run.data.params["reward.w_slo"]) <= 2.0
@@ -98,3 +112,39 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
     again = run_sweep(spec, cfg, storage_path=tmp_path / "ray_results", mlflow_uri=uri, progress=False)
     assert sorted(t["trial_id"] for t in again.trials) == sorted(t["trial_id"] for t in out.trials)
     assert len(mlflow.search_runs(experiment_names=["sweep/tiny_sweep"], output_format="list")) == 2
+
+
+def test_sweep_trials_start_from_the_warm_start(tmp_path, ray_session):
+    """A sweep trial's PPO starts from the behaviour-cloned weights `train` would start from."""
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from inferencegym.apps.tuning import load_sweep
+    from inferencegym.apps.tuning.runner import sweep_warm_start
+    from inferencegym.apps.tuning.trainable import make_trainable
+
+    sweep = {"name": "warm", "base_config": str(REPO / "rllib_configs" / "bursty_workload.yaml"),
+             "num_samples": 1, "iterations": 1, "search": {"algorithm": "random"},
+             "overrides": {"resources.num_env_runners": 0, "resources.num_envs_per_env_runner": 1,
+                           "ppo.train_batch_size_per_learner": 64, "ppo.minibatch_size": 32,
+                           "env_config.episode_windows": 8, "bc.episodes": 1, "bc.epochs": 1},
+             "space": {"ppo.lr": {"loguniform": [1e-4, 1e-3]}}}
+    path = tmp_path / "warm.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    spec, cfg = load_sweep(path)
+    paths, text = sweep_warm_start(spec, cfg, tmp_path / "bc")
+    assert set(paths) == {"default_policy"} and text.startswith("behaviour cloning")
+    trial = make_trainable(spec, cfg, warm_start_paths=paths)(config={"ppo.lr": 3e-4})
+    try:
+        bc = RLModule.from_checkpoint(paths["default_policy"]).state_dict()
+        learner = trial.algo.get_module("default_policy").state_dict()
+        assert sorted(bc) == sorted(learner)
+        for k in bc:
+            torch.testing.assert_close(bc[k], learner[k], msg=k)
+    finally:
+        trial.stop()
+    # warm_start: false in the sweep file: said, and no cloning
+    off = spec.model_copy(update={"warm_start": False})
+    assert sweep_warm_start(off, cfg, tmp_path / "bc2") == (
+        None, "none: the sweep file sets warm_start: false (trials start from random weights)")
+    assert not (tmp_path / "bc2").exists()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from inferencegym.cli.output import print_table
 from inferencegym.sim import execution
 from inferencegym.sim import presets as P
 
@@ -44,7 +45,7 @@ def _calibrate_profile(profile: Path, gpu: str | None, out: Path | None, fp16_tf
         table.add_row(fam, f"{e['mape_pct']:.1f}", str(e["rows"]))
     for fam, v in cal["errors"]["whole_model"].items():
         table.add_row(fam, f"{v:.1f}", "")
-    console.print(table)
+    print_table(table, console=console)
     console.print(f"wrote {out}; use it with inferencegym.sim.calibration.custom.load_gpu_calibration")
 
 
@@ -116,7 +117,7 @@ def register(app: typer.Typer) -> None:
                 for held, g in d.groupby("heldout"):
                     table.add_row(name, str(bool(held)), f"{g['ape'].mean():.1f}",
                                   f"{g['ape'].max():.1f}", str(len(g)))
-            console.print(table)
+            print_table(table, console=console)
 
     @app.command("presets")
     def presets() -> None:
@@ -133,7 +134,7 @@ def register(app: typer.Typer) -> None:
             g = P.get_gpu(n)
             t.add_row(n, f"{g.fp16_tflops:g}", f"{g.int8_tops:g}", f"{g.mem_gbytes_per_s:g}",
                       f"{g.memory_gbytes:g}", f"{g.gpu_hour_usd:g}", str(g.calibrated))
-        console.print(t)
+        print_table(t, console=console)
         t = Table(title="models")
         for c in ("name", "params (B)", "layers", "hidden", "heads/kv", "ffn", "vocab", "draft"):
             t.add_column(c, no_wrap=c in ("name", "draft"))
@@ -142,11 +143,11 @@ def register(app: typer.Typer) -> None:
             t.add_row(n, f"{m.num_params / 1e9:.2f}", str(m.num_layers), str(m.hidden_size),
                       f"{m.num_heads}/{m.num_kv_heads}", str(m.ffn_size), str(m.vocab_size),
                       m.draft_model or "-")
-        console.print(t)
+        print_table(t, console=console)
         t = Table(title="quantization tiers")
         for c in ("name", "bytes/param", "quality_delta", "description"):
             t.add_column(c, no_wrap=c in ("name", "draft"))
         for n in P.list_quantizations():
             q = P.get_quantization(n)
             t.add_row(n, f"{q.weight_bytes_per_param:.3f}", f"{q.quality_delta:g}", q.description)
-        console.print(t)
+        print_table(t, console=console)

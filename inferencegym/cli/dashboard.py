@@ -52,20 +52,69 @@ def start_dashboard(*, store_uri: str, host: str = "127.0.0.1", port: int = 5000
     raise RuntimeError(f"mlflow server did not answer {url} within {wait_s:.0f} s")
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop_dashboard(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
-    """Stop a server from :func:`start_dashboard` and its worker processes (its process group)."""
+    """Stop a server from :func:`start_dashboard` and every process of its process group (the
+    workers it forked may outlive the leader): SIGTERM, then SIGKILL after ``timeout_s``."""
     import signal
 
-    if proc.poll() is not None:
-        return
+    pgid = proc.pid  # start_new_session: the leader's pid is the group id
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc.poll()  # reap the leader, or a zombie keeps the group "alive"
+        if not _group_alive(pgid):
+            return
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            proc.poll()
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.1)
+
+
+def serve_until_signalled(cmd: list[str]) -> int:
+    """Run ``cmd`` in its own process group until it exits or this process gets SIGTERM, SIGINT or
+    SIGHUP; on a signal the whole group (the server and every worker it forked) is terminated
+    (SIGKILL after 20 s) before returning, so no server process outlives the command.
+
+    Returns the server's exit code, or 0 when stopped by a signal."""
+    import signal
+
+    stopping: list[int] = []
+    procs: list[subprocess.Popen] = []
+
+    def _forward(signum: int, _frame: object) -> None:  # no waiting inside the handler
+        stopping.append(signum)
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    previous = {s: signal.signal(s, _forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    proc = subprocess.Popen(cmd, env={**os.environ}, start_new_session=True)
+    procs.append(proc)
+    if stopping:  # signalled while the server was being started
+        _forward(stopping[0], None)
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=timeout_s)
-    except ProcessLookupError:
-        pass
+        code = proc.wait()
+    finally:
+        stop_dashboard(proc)  # leftovers (forked workers), also when the server exited by itself
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return 0 if stopping else int(code)
 
 
 def register(app: typer.Typer) -> None:
@@ -80,17 +129,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the MLflow UI for the project's runs until Ctrl-C.
 
-        Example: inferencegym dashboard --port 5000, then open http://127.0.0.1:5000
+        Example: inferencegym dashboard --port 5000, then open the printed link
+        (http://127.0.0.1:5000/#/experiments?workflowType=machine_learning: the experiments and runs).
         """
         from rich.console import Console
 
-        from inferencegym.tracking import tracking_uri  # lazy: imports MLflow (~4.5 s); not at start-up
+        from inferencegym.tracking import tracking_uri, ui_url  # lazy: imports MLflow (~4.5 s); not at start-up
 
         uri = store or tracking_uri()
         console = Console()
-        console.print(f"MLflow UI for [bold]{uri}[/bold] at http://{host}:{port} (Ctrl-C to stop)")
-        try:
-            subprocess.run(dashboard_command(store_uri=uri, host=host, port=port, workers=workers),
-                           check=False)
-        except KeyboardInterrupt:
-            pass
+        console.print(f"MLflow UI for [bold]{uri}[/bold] at {ui_url(f'http://{host}:{port}')} (Ctrl-C to stop)")
+        code = serve_until_signalled(dashboard_command(store_uri=uri, host=host, port=port, workers=workers))
+        raise typer.Exit(code)

@@ -8,11 +8,22 @@ from typing import Optional
 
 import typer
 
-from inferencegym.cli.validation import OptionError, check_bins, check_output_path
+from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import print_table
+from inferencegym.cli.validation import (
+    MAX_BINS,
+    MAX_SIM_REQUESTS,
+    MIN_BIN_S,
+    OptionError,
+    check_bins,
+    check_output_path,
+)
 from inferencegym.workload import load_any
 from inferencegym.workload.adversarial import inject_mega_prompts, jitter
 from inferencegym.workload.fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate
 from inferencegym.workload.io import write_replay_csv
+from inferencegym.workload.jsonio import read_json
+from inferencegym.workload.limits import MAX_TRACE_TOKENS
 from inferencegym.workload.pool import prepare, write_pool
 from inferencegym.workload.prefix_fit import fit_prefix_specs
 from inferencegym.workload.prefix_gen import (
@@ -31,11 +42,11 @@ data_app = typer.Typer(help="Workload traces: prepare Parquet pools, fit, genera
 
 
 def _fail(exc: Exception) -> None:
-    from rich.console import Console
+    fail(one_line(exc, limit=600))
 
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-    raise typer.Exit(2)
 
+MAX_RATE_PER_S = 100_000.0
+"""Largest ``--rate`` of ``data generate`` (the bound ``simulate --rate`` has)."""
 
 FORMAT_HELP = "burstgpt | azure | replay | mooncake | bailian | auto (from the header / .jsonl fields)."
 
@@ -193,6 +204,7 @@ def generate_cmd(
 
     if not (0 < duration_s <= 1e8):
         raise OptionError(f"--duration-s must be in (0, 1e8] s, got {duration_s:g}")
+    _check_generate_sizes(duration_s, rate, jitter_s, mega_tokens, mega_every_s)
     check_output_path(output, inputs=[tenants, None if fit in DEFAULT_FITS else Path(fit)])
     try:
         rng = np.random.default_rng(seed)
@@ -235,14 +247,36 @@ def generate_cmd(
                f"({len(w) / duration_s if duration_s else 0:.4g} req/s)")
 
 
+def _check_generate_sizes(duration_s: float, rate: float | None, jitter_s: float, mega_tokens: int,
+                          mega_every_s: float) -> None:
+    """Ranges of ``data generate``'s numbers, before anything is drawn (a typo such as
+    ``--rate 1e9`` would otherwise allocate until the machine runs out of memory)."""
+    if rate is not None:
+        if not 0 < rate <= MAX_RATE_PER_S:
+            raise OptionError(f"--rate must be in (0, {MAX_RATE_PER_S:g}] req/s, got {rate:g}")
+        if rate * duration_s > MAX_SIM_REQUESTS:
+            raise OptionError(f"--rate x --duration-s = {rate * duration_s:.3g} requests; at most "
+                              f"{MAX_SIM_REQUESTS:,} are generated: lower --rate or --duration-s")
+    if not 0 <= jitter_s <= duration_s:
+        raise OptionError(f"--jitter-s must be in [0, --duration-s = {duration_s:g}] s, got {jitter_s:g}")
+    if not 0 <= mega_tokens <= MAX_TRACE_TOKENS:
+        raise OptionError(f"--mega-prompt-tokens must be in [0, {MAX_TRACE_TOKENS:,}], got {mega_tokens}")
+    if mega_tokens and not (mega_every_s >= MIN_BIN_S and duration_s / mega_every_s <= MAX_SIM_REQUESTS):
+        raise OptionError(f"--mega-every-s must be >= {MIN_BIN_S:g} s and leave at most "
+                          f"{MAX_SIM_REQUESTS:,} mega-prompts over --duration-s, got {mega_every_s:g}")
+
+
 def _is_prefix_spec(fit: str) -> bool:
     if fit in PREFIX_FITS:
         return True
     p = Path(fit)
-    try:
-        return p.suffix == ".json" and p.exists() and json.loads(p.read_text()).get("schema") == SCHEMA
-    except (OSError, ValueError):
+    if p.suffix != ".json" or not p.is_file():
         return False
+    try:
+        d = read_json(p, "fit")
+    except (OSError, ValueError):
+        return False  # WorkloadFit.load then says what is wrong with the file
+    return isinstance(d, dict) and d.get("schema") == SCHEMA
 
 
 @data_app.command("compare")
@@ -281,14 +315,16 @@ def compare_cmd(
     from rich.table import Table
 
     t = Table(title="trace comparison")
-    for col in ("metric", f"A: {a.name}", f"B: {b.name}", "B vs A"):
+    from rich.markup import escape
+
+    for col in ("metric", f"A: {escape(a.name)}", f"B: {escape(b.name)}", "B vs A"):
         t.add_column(col)
     for row in format_compare(r):
         t.add_row(*row)
     if "prefix" in r:
         for row in format_prefix_compare(r["prefix"]["a"], r["prefix"]["b"]):
             t.add_row(*row)
-    Console().print(t)
+    print_table(t)
 
 
 @data_app.command("spikes")
@@ -306,6 +342,9 @@ def spikes_cmd(
     try:
         w = _load(input, format)
         check_bins(w.span_s, bin_s)
+        if local_window_s is not None and not bin_s <= local_window_s <= bin_s * MAX_BINS:
+            raise OptionError(f"--local-window-s must be in [--bin-s = {bin_s:g}, {bin_s * MAX_BINS:g}] s, "
+                              f"got {local_window_s:g}")
         spikes = detect_spikes(w, bin_s=bin_s, threshold=threshold,
                                local_window_s=local_window_s)
     except (ValueError, FileNotFoundError) as exc:
@@ -321,7 +360,7 @@ def spikes_cmd(
         t.add_column(col, justify="right")
     for s in spikes:
         t.add_row(f"{s.start_s:.1f}", f"{s.end_s:.1f}", f"{s.peak_rate_per_s:.2f}", str(s.requests))
-    Console().print(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:

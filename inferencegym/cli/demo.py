@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from inferencegym.cli.output import fmt_metric, print_table
 from inferencegym.rl.config import load_config
 
 DEFAULT_TASK = "cluster_routing"
@@ -83,24 +84,43 @@ def demo_command(
         table.add_column(col)
     for r in rows:
         table.add_row(str(r["policy"]), f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
-                      f"{r.get('ttft_p99_s') or float('nan'):.3f}", f"{r.get('e2e_p99_s') or float('nan'):.3f}",
-                      f"{r.get('throughput_tok_s') or float('nan'):.1f}")
-    console.print(table)
-    if train and "selection" in record:
-        sel = record["selection"]
-        console.print(f"returned policy: {sel['selected']} (best mean grade on {sel['val_episodes']} "
-                      f"validation seeds from {sel['val_seed']}: " + ", ".join(
-                          f"{r['candidate']} {r['val_score_mean']:.3f}" for r in sel["table"]) + ")")
-        if "improved_on_warm_start" in record:
-            console.print("PPO improved on its warm start on the held-out seeds: "
-                          + ("[green]yes[/]" if record["improved_on_warm_start"] else
-                             "[yellow]no[/] (the table shows both; the warm start is kept when no "
-                             "checkpoint beats it on validation)"))
+                      fmt_metric(r.get("ttft_p99_s"), ".3f", "-"), fmt_metric(r.get("e2e_p99_s"), ".3f", "-"),
+                      fmt_metric(r.get("throughput_tok_s"), ".1f", "-"))
+    print_table(table, console=console)
+    for line in summary_lines(record, train=train):
+        console.print(line)
     console.print(f"report: {files['report.md']} / {files['report.html']}")
     if train:
-        console.print(f"checkpoint: {record['train']['checkpoint']}")
         console.print(f"mlflow: training run {record['train']['mlflow_run_id']}, evaluation run {run_id} "
                       f"({record['tracking_uri']}); browse with `inferencegym dashboard`")
+
+
+def summary_lines(record: dict, *, train: bool = True) -> list[str]:
+    """What the demo says under its table: which policy it returned (and where that policy is),
+    and whether PPO improved on its warm start, only claiming what the table shows."""
+    if not train:
+        return []
+    lines = []
+    sel = record.get("selection")
+    if sel:
+        lines.append(f"returned policy: {sel['selected']} (best mean grade on {sel['val_episodes']} "
+                     f"validation seeds from {sel['val_seed']}: " + ", ".join(
+                         f"{r['candidate']} {r['val_score_mean']:.3f}" for r in sel["table"]) + ")")
+    if "improved_on_warm_start" in record:
+        names = [str(r["policy"]) for r in record["rows"]]
+        both = any(n.startswith("ppo") for n in names) and any(n.startswith("warm start") for n in names)
+        verdict = "[green]yes[/]" if record["improved_on_warm_start"] else "[yellow]no[/]"
+        if not record["improved_on_warm_start"]:
+            verdict += (" (the table shows both; " if both else " (")
+            verdict += "the warm start is kept when no checkpoint beats it on validation)"
+        lines.append("PPO improved on its warm start on the held-out seeds: " + verdict)
+    ckpt = record.get("returned_checkpoint") or record["train"].get("checkpoint")
+    lines.append(f"checkpoint of the returned policy: {ckpt} "
+                 f"(evaluate or serve it with --policy checkpoint:{ckpt})")
+    last = record["train"].get("checkpoint")
+    if last and last != ckpt:
+        lines.append(f"last PPO checkpoint (not returned): {last}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

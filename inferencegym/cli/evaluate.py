@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import List, Optional
 
 import typer
 
+from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import fmt_metric, print_table
 from inferencegym.envs import get_task, list_tasks
 from inferencegym.evaluation.single import evaluate_policy
 from inferencegym.policies import get_policy
@@ -36,16 +39,27 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate policies: mean grade with 95% CI, p99 TTFT, throughput and cost per task."""
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
         policies = _split(policy)
         if not policies:
-            raise typer.BadParameter("give at least one --policy")
+            fail("give at least one --policy (a name, checkpoint:PATH, pretrained:TASK or http://URL)")
+        endpoint_errors: tuple[type[BaseException], ...] = ()
+        if any(p.startswith(("http://", "https://")) for p in policies):
+            # registers the http:// and https:// handlers of the policy registry (docs/architecture.md:
+            # "a registry low down gets handlers from above"); lazy: imports Ray / torch (~5 s)
+            import inferencegym.apps.policy_endpoint  # noqa: F401
+            from inferencegym.apps.policy_endpoint.client import EndpointError
+
+            endpoint_errors = (EndpointError,)
         if task == "all":
             tasks = [t.task_id for t in list_tasks(kind="single")]
         else:
             tasks = _split([task])
+        if not tasks:
+            fail("give at least one --task (a task id, comma-separated ids, or 'all')")
         try:
             # cluster tasks (kind="cluster") run in the multi-agent ClusterEnv: envs/cluster_evaluation.py
             cluster = [t for t in tasks if get_task(t).kind == "cluster"]
@@ -55,29 +69,50 @@ def register(app: typer.Typer) -> None:
                 for t in cluster:
                     get_policy(p, t)  # validates the name before anything runs
         except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+            fail(one_line(exc))
+        except endpoint_errors as exc:  # an unreachable or failing endpoint, before anything ran
+            fail(one_line(exc))
 
-        err = Console(stderr=True)
-        results = []
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, transient=as_json) as prog:
-            bar = prog.add_task("evaluating", total=(len(built) + len(policies) * len(cluster)) * episodes)
-            for (p, t), pol in built.items():
-                prog.update(bar, description=f"{p} on {t}")
-                res = evaluate_policy(pol, t, episodes=episodes, seed=seed, policy_name=p,
-                                      episode_windows=episode_windows,
-                                      on_episode=lambda ep: prog.advance(bar))
-                results.append(res)
-            cluster_rows = []
-            for p in policies:
-                for t in cluster:
-                    from inferencegym.evaluation.cluster import (  # lazy: imports Ray / torch (~5 s); not at start-up
-                        evaluate_cluster_policy,  # lazy: imports Ray / torch (~5 s); not at start-up
-                    )
-                    prog.update(bar, description=f"{p} on {t}")
-                    cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
-                                                                episode_windows=episode_windows,
-                                                                progress=lambda i: prog.advance(bar)))
+        # Progress and partial results go to stderr (stdout keeps the table or the JSON): a bar while
+        # stderr is a terminal, and in every case one line per (policy, task) as it finishes, so a
+        # long run (--task all --episodes 20: minutes) shows where it is, in a log file too.
+        err = Console(stderr=True, soft_wrap=True, highlight=False)
+        n_runs = len(built) + len(policies) * len(cluster)
+        results, cluster_rows, done = [], [], 0
+
+        def partial(row: dict, wall_s: float) -> None:
+            nonlocal done
+            done += 1
+            prog.console.print(f"\\[{done}/{n_runs}] {escape(row['task'])} {escape(row['policy'])}: score "
+                               f"{row['score_mean']:.3f} ± {row['score_ci95']:.3f}, p99 TTFT "
+                               f"{fmt_metric(row.get('ttft_p99_s'), '.3f', '-')} s ({episodes} episodes, "
+                               f"{wall_s:.1f} s)")
+
+        try:
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err, transient=True) as prog:
+                bar = prog.add_task("evaluating", total=n_runs * episodes)
+                for (p, t), pol in built.items():
+                    prog.update(bar, description=escape(f"{p} on {t}"))
+                    t0 = time.perf_counter()
+                    res = evaluate_policy(pol, t, episodes=episodes, seed=seed, policy_name=p,
+                                          episode_windows=episode_windows,
+                                          on_episode=lambda ep: prog.advance(bar))
+                    results.append(res)
+                    partial(res.to_json_dict(), time.perf_counter() - t0)
+                for p in policies:
+                    for t in cluster:
+                        from inferencegym.evaluation.cluster import (  # lazy: imports Ray / torch (~5 s); not at start-up
+                            evaluate_cluster_policy,  # lazy: imports Ray / torch (~5 s); not at start-up
+                        )
+                        prog.update(bar, description=escape(f"{p} on {t}"))
+                        t0 = time.perf_counter()
+                        cluster_rows.append(evaluate_cluster_policy(p, t, episodes=episodes, seed=seed,
+                                                                    episode_windows=episode_windows,
+                                                                    progress=lambda i: prog.advance(bar)))
+                        partial(cluster_rows[-1], time.perf_counter() - t0)
+        except endpoint_errors as exc:  # the endpoint failed during the run: exit 1
+            fail(one_line(exc), code=1)
         rows = [r.to_json_dict() for r in results] + cluster_rows
         if mlflow:
             try:
@@ -102,7 +137,7 @@ def register(app: typer.Typer) -> None:
             return "-" if x is None else format(x, spec)
 
         for r in rows:
-            table.add_row(r["task"], r["policy"], f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
+            table.add_row(escape(r["task"]), escape(r["policy"]), f"{r['score_mean']:.3f} ± {r['score_ci95']:.3f}",
                           fmt(r["ttft_p99_s"], ".3f"), fmt(r["tbt_p99_s"], ".3f"),
                           fmt(r["throughput_tok_s"], ".1f"), fmt(r["cost_per_1k_tokens"], ".5f"))
-        Console().print(table)
+        print_table(table)

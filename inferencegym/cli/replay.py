@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from inferencegym.cli.errors import fail, one_line
 from inferencegym.cli.validation import check_output_path
 from inferencegym.envs import get_task
 from inferencegym.tasks.episode_workload import generate_episode_workload
@@ -129,8 +130,7 @@ def register(app: typer.Typer) -> None:
                 result = run_replay(wl.arrival_s, wl.prompt_tokens, wl.output_tokens, cfg,
                                     on_done=lambda: prog.advance(bar), prompts=prompts)
             except ConnectionError as exc:
-                console.print(f"[red]{exc}[/red]")
-                raise typer.Exit(2) from None
+                fail(one_line(exc))
         sim_table = None
         if sim:
             sim_table = simulate(a * time_scale, p, o, target, block_hashes=hashes)

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from inferencegym.cli.errors import fail, one_line
+
 
 def report_command(
     records: Optional[Path] = typer.Option(None, "--records", help="run-record JSON file or directory "
@@ -32,12 +34,10 @@ def report_command(
         try:
             recs.extend(load_records(records))
         except (FileNotFoundError, ValueError) as exc:
-            console.print(f"[red]{exc}[/]")
-            raise typer.Exit(2) from None
+            fail(one_line(exc))
     for t in trial or ():
         if not (t / "result.json").is_file():
-            console.print(f"[red]{t} is not a Tune trial directory (no result.json)[/]")
-            raise typer.Exit(2)
+            fail(f"{t} is not a Tune trial directory (no result.json)")
         recs.append({"task": t.name, "name": t.name, "progress_csv": str(t / "progress.csv")})
     files = write_report(recs, out, title=title)
     console.print(f"wrote {files['report.md']} and {files['report.html']} ({len(files) - 2} plots)")

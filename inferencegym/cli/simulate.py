@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import typer
 
+from inferencegym.cli.output import print_table
 from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.workload import load_trace
@@ -26,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "speculation_depth": 0, "spec_acceptance": 0.7, "quantization": "fp16", "disaggregate": False,
     "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
     "results_parquet": None, "prefix_caching": True, "engine_profile": "vllm-v1",
+    "expert_parallel": 1, "kv_cache_dtype": "auto", "cpu_kv_gb": 0.0,
 }
 POISSON_DEFAULT_DURATION_S = 300.0
 
@@ -47,13 +49,13 @@ def load_tenants(path: str | Path):
     """Tenant classes from YAML: a list (or ``{tenants: [...]}``) of mappings with TenantSpec fields
     (name, priority, ttft_slo_s, tbt_slo_s, spec_acceptance) plus an optional ``share`` (fraction of
     generated requests; default equal shares). Returns (tuple of TenantSpec, list of shares)."""
-    import yaml
+    from inferencegym.safe_yaml import read_yaml
 
 
     p = Path(path)
     if not p.is_file():
         raise typer.BadParameter(f"tenants file not found: {p}")
-    data = yaml.safe_load(p.read_text())
+    data = read_yaml(p, "tenants file")
     if isinstance(data, dict) and "tenants" in data:
         data = data["tenants"]
     if not isinstance(data, list) or not data or not all(isinstance(d, dict) for d in data):
@@ -133,7 +135,9 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
                            kv_budget_fraction=float(o["kv_budget_fraction"]),
                            speculation_depth=int(o["speculation_depth"]),
                            spec_acceptance=float(o["spec_acceptance"]),
-                           prefix_caching=bool(o["prefix_caching"]))
+                           prefix_caching=bool(o["prefix_caching"]),
+                           expert_parallel=int(o["expert_parallel"]),
+                           kv_cache_dtype=str(o["kv_cache_dtype"]), cpu_kv_gb=float(o["cpu_kv_gb"]))
         cc = ClusterConfig(replica=rc, num_replicas=int(o["replicas"]), router=o["router"], tenants=tenants,
                            priority_routing=bool(o["priority_routing"]), disaggregate=bool(o["disaggregate"]),
                            prefill_replicas=int(o["prefill_replicas"]), gpu_hour_usd=o["gpu_hour_usd"])
@@ -182,6 +186,7 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
         "cost_per_1k_tokens": ws.cost_per_1k_tokens,
         "spec_acceptance_rate": ws.spec_acceptance_rate,
         "prefix_hit_rate": ws.prefix_hit_rate,
+        "prefix_hit_rate_by_tier": cluster.prefix_hit_rate_by_tier(),
         "cached_tokens": int(res["cached_tokens"].sum()) if len(reqs) else 0,
         "prefix_cache_occupancy": ws.prefix_cache_occupancy,
         "tenants": {n: {"ttft_s": t.ttft_s, "tbt_s": t.tbt_s, "tpot_s": t.tpot_s, "e2e_s": t.e2e_s,
@@ -223,7 +228,7 @@ def _print_table(s: dict) -> None:
         for n, d in s["tenants"].items():
             t.add_row(f"[{n}] ttft p99 / tbt p99 / SLO",
                       f"{f(d['ttft_s']['p99'])} / {f(d['tbt_s']['p99'])} / {f(d['slo_attainment'])}")
-    Console().print(t)
+    print_table(t)
 
 
 def register(app: typer.Typer) -> None:
@@ -249,7 +254,12 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
-        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4 [fp16]"),
+        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8 [fp16]"),
+        expert_parallel: Optional[int] = typer.Option(None, help="expert-parallel degree of a MoE model "
+                                                                 "(DP attention ranks) [1]"),
+        kv_cache_dtype: Optional[str] = typer.Option(None, help="KV-cache element type auto|fp8 [auto]"),
+        cpu_kv_gb: Optional[float] = typer.Option(None, help="host memory per replica for the CPU KV "
+                                                             "tier, GB [0: none]"),
         engine_profile: Optional[str] = typer.Option(None, help="engine overhead: vllm-v1|vllm-2023|"
                                                                 "kernel-only [vllm-v1]"),
         disaggregate: Optional[bool] = typer.Option(None, "--disaggregate/--colocate",

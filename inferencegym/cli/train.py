@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Optional
@@ -9,8 +10,56 @@ from typing import Optional
 import typer
 
 from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import NOT_MEASURED, fmt_metric
 from inferencegym.envs import get_task
 from inferencegym.rl.config import ConfigError, load_config, parse_config
+
+
+_SUMMARY_KEYS = (("training_iteration", "iterations", ".0f"), ("env_steps", "env steps", ",.0f"),
+                 ("time_total_s", "time s", ".1f"), ("episode_return_mean", "return", ".4g"),
+                 ("grade/score", "grade", ".3f"))
+
+
+def last_measured(trial_dir: str | Path | None) -> dict[str, tuple[float, int]]:
+    """``{"episode_return_mean" | "grade/score": (value, iteration)}``: the last iteration of the
+    trial's Tune results in which the value was measured (an episode ended)."""
+    from inferencegym.rl.report import GRADE_COL, RETURN_COL, read_progress
+
+    if trial_dir is None:
+        return {}
+    try:
+        series = read_progress(trial_dir)
+    except (OSError, ValueError):
+        return {}
+    its = series.get("training_iteration", [])
+    out = {}
+    for key, col in (("episode_return_mean", RETURN_COL), ("grade/score", GRADE_COL)):
+        vals = series.get(col, [])
+        for i in range(len(vals) - 1, -1, -1):
+            if math.isfinite(vals[i]):
+                out[key] = (vals[i], int(its[i]) if i < len(its) and math.isfinite(its[i]) else i + 1)
+                break
+    return out
+
+
+def format_summary(summary: dict, earlier: dict[str, tuple[float, int]] | None = None) -> str:
+    """The last iteration's headline numbers in words. RLlib reports the episode return and the
+    grade as NaN (or leaves them out) for an iteration in which no episode ended (an episode longer
+    than the iteration's sample batch): then the value of the last iteration that measured one is
+    printed with its iteration (``earlier``, from :func:`last_measured`), else "n/a (not measured
+    ...)"; never ``nan``. The validation line below grades the returned policy."""
+    parts = []
+    for key, label, spec in _SUMMARY_KEYS:
+        value = summary.get(key)
+        if key in ("episode_return_mean", "grade/score") and fmt_metric(value, spec, "") == "" \
+                and earlier and key in earlier:
+            v, it = earlier[key]
+            parts.append(f"{label} {v:{spec}} (iteration {it}; no episode ended in the last one)")
+            continue
+        missing = NOT_MEASURED if key in ("training_iteration", "env_steps", "time_total_s") else \
+            "n/a (not measured: no episode ended during training)"
+        parts.append(f"{label} {fmt_metric(value, spec, missing)}")
+    return ", ".join(parts)
 
 
 def train_command(
@@ -33,14 +82,8 @@ def train_command(
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     from rich.console import Console
 
-    from inferencegym.rl.pipeline import select_after_training  # lazy: imports Ray / torch (~5 s)
-    from inferencegym.rl.train import (  # lazy: imports Ray / torch (~5 s); not at start-up
-        run_training,
-        summary_metrics,
-    )
-
     console = Console()
-    try:
+    try:  # the config is checked before Ray and torch are imported: a bad one fails in a second
         cfg = load_config(config).with_overrides(steps=steps, seed=seed, iterations=iterations, sets=set_)
         data = cfg.to_dict()
         if name:
@@ -52,8 +95,15 @@ def train_command(
         get_task(cfg.task_id)  # an unknown task fails here, before Ray starts
     except (ConfigError, ValueError) as exc:
         fail(one_line(exc))
+    from inferencegym.rl.pipeline import select_after_training  # lazy: imports Ray / torch (~5 s)
+    from inferencegym.rl.train import (  # lazy: imports Ray / torch (~5 s); not at start-up
+        run_training,
+        summary_metrics,
+    )
     out = run_training(cfg, storage_path=storage, resume=resume, progress=progress, config_path=str(config))
-    console.print(f"[bold green]done[/] in {out.wall_s:.1f} s: {summary_metrics(out.metrics)}")
+    trial_dir = Path(out.checkpoint).parent if out.checkpoint else None  # <trial>/checkpoint_N
+    console.print(f"[bold green]done[/] in {out.wall_s:.1f} s: "
+                  f"{format_summary(summary_metrics(out.metrics), last_measured(trial_dir))}")
     console.print(f"checkpoint: {out.checkpoint}")
     console.print(f"modules:    {out.module_dir}")
     n_val = cfg.evaluation.val_episodes if val_episodes is None else val_episodes

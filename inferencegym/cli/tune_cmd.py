@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from inferencegym.cli.errors import fail, one_line
+from inferencegym.cli.output import print_table
 from inferencegym.rl.config import ConfigError
 
 
@@ -30,31 +32,33 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from inferencegym.apps.tuning import (  # lazy: imports Ray / torch (~5 s); not at start-up
-            OBJECTIVE,
-            SweepError,
-            load_sweep,
-            run_sweep,
-        )
+        # The sweep file is validated before Ray, torch and MLflow are imported (importing
+        # run_sweep pulls them in, ~15 s on a busy machine): a malformed file fails in one line, fast.
+        from inferencegym.apps.tuning.schema import OBJECTIVE, SweepError, load_sweep
 
         console = Console(stderr=json_out)
         try:
             spec, cfg = load_sweep(sweep)
         except (SweepError, ConfigError) as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
+            fail(one_line(exc, limit=600))
+        from inferencegym.apps.tuning import run_sweep  # lazy: imports Ray / torch / MLflow
         try:
             out = run_sweep(spec, cfg, num_samples=num_samples, storage_path=storage, resume=resume,
                             progress=not json_out, sweep_file=sweep)
         except SweepError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            fail(one_line(exc, limit=600))
             raise typer.Exit(2) from None
+        except KeyboardInterrupt:  # stopped before Tune started, or a second Ctrl-C / SIGTERM
+            console.print("[yellow]interrupted[/yellow] before the sweep could save its state; run the same "
+                          "command again to resume or start it")
+            raise typer.Exit(130) from None
         if json_out:
             print(json.dumps({"experiment": out.experiment, "experiment_path": out.experiment_path,
                               "tracking_uri": out.tracking_uri, "trials": out.trials, "best": out.best,
                               "registered_model": out.registered_model,
                               "registered_version": out.registered_version,
-                              "interrupted": out.interrupted, "wall_s": out.wall_s},
+                              "warm_start": out.warm_start, "interrupted": out.interrupted,
+                              "wall_s": out.wall_s},
                              default=str))
             return
         table = Table(title=f"sweep {spec.name} ({len(out.trials)} trials, {out.wall_s:.0f} s)")
@@ -68,7 +72,8 @@ def register(app: typer.Typer) -> None:
                           str(t["training_iteration"]),
                           ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                     for k, v in t["params"].items()))
-        console.print(table)
+        print_table(table, console=console)
+        console.print(f"warm start of every trial: {out.warm_start}")
         if out.interrupted:
             console.print(f"[yellow]interrupted[/yellow]: unfinished trials were saved; run the same command "
                           f"again to resume ({out.experiment_path}). No model was registered.")

@@ -34,20 +34,13 @@ class OptionError(ValueError):
 
 def read_yaml_mapping(path: Path, what: str = "config") -> dict[str, Any]:
     """The YAML mapping in ``path`` (safe loader); :class:`OptionError` with the reason otherwise."""
-    import yaml
+    from inferencegym.safe_yaml import YamlInputError, read_yaml
 
     p = Path(path)
-    if not p.exists():
-        raise OptionError(f"{what} file not found: {p}")
-    if p.is_dir():
-        raise OptionError(f"{what} {p} is a folder; give a YAML file")
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise OptionError(f"{p}: not valid YAML (python tags are refused): "
-                          f"{' '.join(str(exc).split())[:300]}") from None
-    except UnicodeDecodeError:
-        raise OptionError(f"{p}: not a text file") from None
+        data = read_yaml(p, f"{what} file")
+    except YamlInputError as exc:
+        raise OptionError(str(exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

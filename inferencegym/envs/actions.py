@@ -29,10 +29,12 @@ import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from inferencegym.sim.config import ACTION_QUANTIZATION_TIERS
 from inferencegym.tasks.spec import DEFAULT_KNOBS
 
-QUANTIZATION_TIERS: tuple[str, ...] = ("FP16", "INT8", "INT4")
-"""Index order of ``quantization_tier`` in the Dict space and the flat encoding."""
+QUANTIZATION_TIERS: tuple[str, ...] = tuple(t.upper() for t in ACTION_QUANTIZATION_TIERS)
+"""The action's tiers (``sim.config.ACTION_QUANTIZATION_TIERS``, derived from the one definition) as
+labels, in the index order of ``quantization_tier`` in the Dict space and the flat encoding."""
 
 BATCH_CAP_MIN, BATCH_CAP_MAX = 1, 512
 KV_FRACTION_MIN, KV_FRACTION_MAX = 0.1, 1.0
@@ -107,6 +109,14 @@ class ServeAction(BaseModel):
             "prefill_decode_split": np.int64(int(self.prefill_decode_split)),
             "priority_routing": np.int64(int(self.priority_routing)),
         }
+
+    def replica_knobs(self) -> dict[str, Any]:
+        """The replica knobs this action sets, in the simulator's vocabulary (``ReplicaConfig``
+        field names and values, ``sim.knobs.REPLICA_KNOBS``): what ``Cluster.apply_replica_config``
+        takes. ``prefill_decode_split`` and ``priority_routing`` are cluster-level switches."""
+        return {"batch_cap": self.batch_cap, "kv_budget_fraction": self.kv_budget_fraction,
+                "speculation_depth": self.speculation_depth,
+                "quantization": self.quantization_tier.lower()}
 
     @property
     def quantization_index(self) -> int:

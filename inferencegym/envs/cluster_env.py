@@ -163,7 +163,8 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self.action_spaces = {ROUTER: spaces.Discrete(n), **{r: rep_act for r in self.replica_ids}}
         self._capacity_tokens = self._cap_rps * self._features.expected_output_tokens * task.window_s
         self._ledger = RouterLedger(self.reward_config, [float(t.grade_weight) for t in task.tenants],
-                                    np.array([t.ttft_slo_s for t in task.tenants], dtype=np.float64), n)
+                                    np.array([t.ttft_slo_s for t in task.tenants], dtype=np.float64), n,
+                                    tenants=task.tenants)
         self.cluster = None
         self._pending = None
 

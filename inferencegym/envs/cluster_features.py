@@ -118,7 +118,7 @@ class RouterFeatures:
         """cached_share, cache_occupancy (both from the published cache view a real router reads)
         and recent_hit_rate (per-decision decayed token counts of the replicas' admissions)."""
         cl = self.cluster
-        snaps = cl.cache_view.get(cl)
+        snaps = cl.published()
         seen = np.array([(rep.win.prefix_hit_tokens, rep.win.prefix_query_tokens) for rep in cl.replicas],
                         dtype=np.float64)
         delta = seen - self._hit_seen

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferencegym.envs.reward import ClusterRewardConfig, latency_term
+from inferencegym.sim.slo import meets_slo
 
 ROUTER_COMPONENTS: tuple[str, ...] = ("queue", "slo", "reject")
 REPLICA_COMPONENTS: tuple[str, ...] = ("throughput", "slo", "preemption", "shared")
@@ -26,8 +27,9 @@ class WindowAccumulators:
         self.n = n
         self.first_tokens = np.zeros(n)
         self.slo_sum = np.zeros(n)
-        self.slo_ok = np.zeros(n)
         self.dispatched = np.zeros(n)
+        self.completed = np.zeros(n)          # requests completed in the window
+        self.completed_ok = np.zeros(n)       # ... of which met their SLO (sim.slo.meets_slo)
         self.completed_tokens = np.zeros(n)   # output tokens of requests completed in the window
         self._prev_active_tokens = np.zeros(n)
         self._prev_active_preempt = np.zeros(n)
@@ -51,7 +53,8 @@ class WindowAccumulators:
 
     def roll(self) -> None:
         """Start the next window (call after :meth:`produced_tokens` and :meth:`preemptions`)."""
-        for a in (self.first_tokens, self.slo_sum, self.slo_ok, self.dispatched, self.completed_tokens):
+        for a in (self.first_tokens, self.slo_sum, self.dispatched, self.completed, self.completed_ok,
+                  self.completed_tokens):
             a[:] = 0
         self._prev_active_tokens = self._cur_active_tokens
         self._prev_active_preempt = self._cur_active_preempt
@@ -61,10 +64,13 @@ class RouterLedger:
     """The requests in the system and the router's reward since its previous decision."""
 
     def __init__(self, config: ClusterRewardConfig, tenant_weights: list[float],
-                 ttft_slo_s: np.ndarray, n: int):
+                 ttft_slo_s: np.ndarray, n: int, tenants: tuple = ()):
+        """``tenants``: objects with ``ttft_slo_s`` / ``tbt_slo_s`` (the task's tenants), for the
+        replicas' SLO attainment by the one SLO rule (:func:`inferencegym.sim.slo.meets_slo`)."""
         self.config = config
         self._w = tenant_weights
         self._ttft_slo = ttft_slo_s
+        self._tenants = tuple(tenants)
         self.n = n
         self.reset()
 
@@ -97,6 +103,9 @@ class RouterLedger:
                 area += w[r.tenant] * (c - t0)
                 self._active_w -= w[r.tenant]
                 win.completed_tokens[r.replica_id] += r.output_tokens
+                win.completed[r.replica_id] += 1
+                if self._tenants and meets_slo(r, self._tenants[r.tenant]):
+                    win.completed_ok[r.replica_id] += 1
             elif r.rejected_reason is not None:
                 self._active_w -= w[r.tenant]
                 self.components["reject"] -= w[r.tenant]
@@ -115,7 +124,6 @@ class RouterLedger:
                 slo += w[r.tenant] * term
                 win.first_tokens[r.replica_id] += 1
                 win.slo_sum[r.replica_id] += term
-                win.slo_ok[r.replica_id] += ratio <= 1.0
             elif r.rejected_reason is None:
                 keep.append(r)
         self._awaiting_first = keep
@@ -132,7 +140,7 @@ class RouterLedger:
 
 
 @dataclass(frozen=True)
-class ReplicaWindow:
+class ReplicaRewardWindow:
     """One window's replica figures: reward components (arrays over replicas) and observables."""
 
     components: dict[str, np.ndarray]
@@ -141,7 +149,7 @@ class ReplicaWindow:
     slo_attainment: np.ndarray
 
 
-def replica_rewards(ledger: RouterLedger, capacity_tokens_per_window: np.ndarray) -> ReplicaWindow:
+def replica_rewards(ledger: RouterLedger, capacity_tokens_per_window: np.ndarray) -> ReplicaRewardWindow:
     """Each replica's reward components for the window that ends now (then rolls the window).
 
     ``throughput`` = output tokens produced / (capacity_rps x mean output length x window);
@@ -152,7 +160,8 @@ def replica_rewards(ledger: RouterLedger, capacity_tokens_per_window: np.ndarray
     thr = win.produced_tokens(ledger.active) / capacity_tokens_per_window
     has = win.first_tokens > 0
     local_slo = np.where(has, win.slo_sum / np.maximum(win.first_tokens, 1), 0.0)
-    attain = np.where(has, win.slo_ok / np.maximum(win.first_tokens, 1), 1.0)
+    # SLO attainment: the one rule (TTFT and TPOT, sim.slo) over the requests completed in the window
+    attain = np.where(win.completed > 0, win.completed_ok / np.maximum(win.completed, 1), 1.0)
     tot_first = win.first_tokens.sum()
     shared = float(win.slo_sum.sum() / tot_first) if tot_first > 0 else 0.0
     preempt = win.preemptions(ledger.active)
@@ -163,4 +172,4 @@ def replica_rewards(ledger: RouterLedger, capacity_tokens_per_window: np.ndarray
     total = (c.w_throughput * comps["throughput"] + c.w_replica_slo * comps["slo"]
              + c.w_preemption * comps["preemption"] + c.w_shared * comps["shared"])
     win.roll()
-    return ReplicaWindow(components=comps, total=total, throughput=thr, slo_attainment=attain)
+    return ReplicaRewardWindow(components=comps, total=total, throughput=thr, slo_attainment=attain)

@@ -21,7 +21,6 @@ from inferencegym.envs.curriculum import CurriculumMixin
 from inferencegym.envs.reward import RewardConfig, grade_term, reward_components, total_reward
 from inferencegym.sim.execution import ExecutionModel
 from inferencegym.sim.presets import get_gpu
-from inferencegym.sim.slo import meets_slo
 from inferencegym.tasks.adapter import make_cluster, requests_from_workload
 from inferencegym.tasks.episode_workload import EpisodeWorkload, generate_episode_workload, mean_output_tokens
 from inferencegym.tasks.graders import EpisodeLog, GradeResult, WindowRecord, grade
@@ -210,8 +209,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self.observation_space = spaces.Box(0.0, np.inf, shape=(len(OBS_FEATURES),), dtype=np.float32)
         self._ttft_slo = min(t.ttft_slo_s for t in task.tenants)
         self._tbt_slo = min(t.tbt_slo_s for t in task.tenants)
-        self._tenant_ttft = [t.ttft_slo_s for t in task.tenants]
-        self._tenant_tbt = [t.tbt_slo_s for t in task.tenants]
         self._priority_names = [t.name for t in task.tenants if t.priority == 1]
         self._nominal_rate, self._nominal_tok = nominal_rates(task)
         self._tenant_weights = [t.grade_weight for t in task.tenants]
@@ -228,13 +225,10 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
     def _setup_models(self) -> None:
         t = self.task
         self._quality = {}
-        self._gpu_mem_bytes = None
         for tier in QUANTIZATION_TIERS:
             m = ExecutionModel.from_preset(model=t.model, gpu=t.gpu, tensor_parallel=t.tensor_parallel,
                                            quantization=tier.lower(), engine_profile=t.engine_profile)
             self._quality[tier] = float(m.quality_delta)
-            if tier == "FP16":
-                self._usd_per_s = m.gpu_hour_usd * t.replicas / 3600.0
         g = get_gpu(t.gpu)
         self._gpu_mem_gb = _gpu_mem_gb(g) * t.tensor_parallel * t.replicas
 
@@ -251,8 +245,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self._wl = generate_episode_workload(self.workload_task(), np.random.default_rng(int(s_wl)))
         self._cluster, self._action = self._make_cluster(np.random.default_rng(int(s_sim)))
         self._step = 0
-        self._now = 0.0
-        self._inflight: list = []
         self._next_req_id = 0
         self._records: list[tuple] = []
         self._ttfts: list[float] = []
@@ -288,19 +280,11 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
     # ------------------------------------------------------------------------------------------
     def _apply(self, a: ServeAction) -> None:
         c, prev, t = self._cluster, self._action, self.task
-        kw: dict[str, Any] = {}
-        if a.batch_cap != prev.batch_cap:
-            kw["batch_cap"] = a.batch_cap
-        if a.kv_budget_fraction != prev.kv_budget_fraction:
-            kw["kv_budget_fraction"] = a.kv_budget_fraction
-        if a.speculation_depth != prev.speculation_depth:
-            kw["speculation_depth"] = a.speculation_depth
-        if a.quantization_tier != prev.quantization_tier:
-            kw["quantization"] = a.quantization_tier.lower()
+        # the whole knob set goes to the simulator, which applies what differs (the one knob diff)
+        kw: dict[str, Any] = a.replica_knobs()
         if a.prefill_decode_split != prev.prefill_decode_split and not t.split_disaggregates:
             kw["scheduler"] = "sarathi" if a.prefill_decode_split else "vllm"
-        if kw:
-            c.apply_replica_config(None, **kw)
+        c.apply_replica_config(None, **kw)
         if a.priority_routing != prev.priority_routing:
             c.set_priority_routing(a.priority_routing)
         if a.prefill_decode_split != prev.prefill_decode_split and t.split_disaggregates:
@@ -321,7 +305,6 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             reqs = requests_from_workload(wl, lo, hi, first_id=self._next_req_id)
             self._next_req_id += hi - lo
             self._cluster.submit(reqs)
-            self._inflight.extend(reqs)
         end = (w + 1) * t.window_s
         self._cluster.run_until(end)
         stats = self._cluster.window_stats(reset=True)
@@ -363,19 +346,13 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             ot = np.bincount(wl.tenant[lo:hi], weights=wl.output_tokens[lo:hi], minlength=n_t)
             offered = ot.tolist()
         good = [0.0] * n_t
-        keep = []
-        tenants = self._cluster.config.tenants
-        for r in self._inflight:
-            if r.completion_s == r.completion_s:  # done (not NaN)
-                ttft = r.first_token_s - r.arrival_s
-                if meets_slo(r, tenants[r.tenant]):
-                    good[r.tenant] += r.output_tokens
-                self._ttfts.append(ttft)
-                self._tbt_max.append(r.tbt_max_s)
-                self._e2es.append(r.completion_s - r.arrival_s)
-            elif r.rejected_reason is None:
-                keep.append(r)
-        self._inflight = keep
+        done, ok = self._cluster.closed_window_completions()  # the simulator's completions and SLO
+        for r, met in zip(done, ok):
+            if met:
+                good[r.tenant] += r.output_tokens
+            self._ttfts.append(r.first_token_s - r.arrival_s)
+            self._tbt_max.append(r.tbt_max_s)
+            self._e2es.append(r.completion_s - r.arrival_s)
         w_s = t.window_s
         produced = float(stats.output_tokens)
         usd = float(stats.cost_usd)

@@ -29,7 +29,7 @@ class ReplayError(ValueError):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplayResult:
+class VerifiedReplay:
     """The grade of a replayed episode."""
 
     grade: GradeResult
@@ -40,7 +40,7 @@ class ReplayResult:
     """Whether the episode is complete (``steps == episode_windows``); otherwise graded so far."""
 
 
-def replay_grade(task_id: str, seed: int, actions: Sequence[Any]) -> ReplayResult:
+def replay_grade(task_id: str, seed: int, actions: Sequence[Any]) -> VerifiedReplay:
     """Replay ``actions`` from ``seed`` on ``task_id``'s env and grade the env's own log.
 
     Raises :class:`ReplayError` naming what was wrong before any simulation runs."""
@@ -67,7 +67,7 @@ def replay_grade(task_id: str, seed: int, actions: Sequence[Any]) -> ReplayResul
     env.reset(seed=seed)
     for a in parsed:
         env.step(a)
-    return ReplayResult(grade=env.grade(), steps=len(parsed), done=len(parsed) == task.episode_windows)
+    return VerifiedReplay(grade=env.grade(), steps=len(parsed), done=len(parsed) == task.episode_windows)
 
 
-__all__ = ["replay_grade", "ReplayResult", "ReplayError", "MAX_SEED"]
+__all__ = ["replay_grade", "VerifiedReplay", "ReplayError", "MAX_SEED"]

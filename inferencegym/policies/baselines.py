@@ -56,7 +56,7 @@ class RandomPolicy:
             batch_cap=int(r.integers(1, BATCH_CAP_MAX + 1)),
             kv_budget_fraction=float(r.uniform(KV_FRACTION_MIN, KV_FRACTION_MAX)),
             speculation_depth=int(r.integers(0, SPECULATION_MAX + 1)),
-            quantization_tier=QUANTIZATION_TIERS[int(r.integers(0, 3))],
+            quantization_tier=QUANTIZATION_TIERS[int(r.integers(0, len(QUANTIZATION_TIERS)))],
             prefill_decode_split=bool(r.integers(0, 2)),
             priority_routing=bool(r.integers(0, 2)),
         )

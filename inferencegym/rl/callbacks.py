@@ -36,6 +36,7 @@ from numbers import Number
 from typing import Any
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
+from ray.rllib.utils.annotations import override
 
 from inferencegym.rl.config import CurriculumSettings, SafetySettings
 from inferencegym.tasks.cluster_grading import grade_cluster
@@ -228,6 +229,7 @@ class InferenceGymCallbacks(RLlibCallback):
             kwargs["remote_worker_ids"] = remote_ids
         return group.foreach_env_runner(lambda er: apply_curriculum(er, load, burst), **kwargs)
 
+    @override(RLlibCallback)
     def on_algorithm_init(self, *, algorithm: Any, metrics_logger: Any = None, **kwargs: Any) -> None:
         if self.curriculum.enabled:
             self._apply_all(algorithm)
@@ -241,6 +243,7 @@ class InferenceGymCallbacks(RLlibCallback):
         metrics_logger.log_value(STAGE_KEY, int(self.stage), reduce="item")
         metrics_logger.log_value(EPISODES_KEY, int(self.episodes_in_stage), reduce="item")
 
+    @override(RLlibCallback)
     def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
         """After a restore through ``Algorithm.load_checkpoint`` (what Tune's resume and
         ``Trainable.restore`` call; RLlib 2.60 does not fire this hook from ``restore_from_path`` or
@@ -259,11 +262,13 @@ class InferenceGymCallbacks(RLlibCallback):
         self._save_stage(metrics)
         self._apply_all(algorithm)
 
+    @override(RLlibCallback)
     def on_env_runners_recreated(self, *, algorithm: Any, env_runner_group: Any,
                                  env_runner_indices: list[int], is_evaluation: bool, **kwargs: Any) -> None:
         if self.curriculum.enabled and not is_evaluation:
             self._apply_all(algorithm, remote_ids=list(env_runner_indices))
 
+    @override(RLlibCallback)
     def on_train_result(self, *, algorithm: Any, metrics_logger: Any = None, result: dict, **kwargs: Any) -> None:
         er = result.get("env_runners", {}) or {}
         for k in self.safety_totals:
@@ -289,6 +294,7 @@ class InferenceGymCallbacks(RLlibCallback):
         result["curriculum/burst_scale"] = burst
 
     # -- per-episode metrics (EnvRunner side) ---------------------------------------------------
+    @override(RLlibCallback)
     def on_episode_step(self, *, episode: Any, env: Any = None, env_index: int | None = None,
                         **kwargs: Any) -> None:
         if not self.safety.enabled:
@@ -301,6 +307,7 @@ class InferenceGymCallbacks(RLlibCallback):
             flags[0] = flags[0] or r
             flags[1] = flags[1] or l_
 
+    @override(RLlibCallback)
     def on_episode_end(self, *, episode: Any, metrics_logger: Any = None, env: Any = None,
                        env_index: int | None = None, **kwargs: Any) -> None:
         if metrics_logger is None:

@@ -10,19 +10,21 @@ location in the file.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferencegym.envs.actions import FLAT_BUCKETS
+from inferencegym.safe_yaml import YamlInputError, load_yaml, read_yaml, short
 
 Schedule = float | list[tuple[int, float]]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: refused
 
 
 def _check_schedule(name: str, v: Schedule) -> Schedule:
@@ -60,7 +62,7 @@ class PPOSettings(_Strict):
     minibatch_size: int = Field(default=128, ge=8)
     num_epochs: int = Field(default=4, ge=1)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     @field_validator("lr", "entropy_coeff")
     @classmethod
@@ -82,6 +84,9 @@ class Resources(_Strict):
     num_envs_per_env_runner: int = Field(default=1, ge=1, description="vectorised envs per runner")
     num_learners: int = Field(default=0, ge=0, description="remote Learner actors (0: learn in the driver)")
     num_cpus_per_env_runner: float = Field(default=1.0, gt=0)
+    custom_resources_per_env_runner: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources each EnvRunner needs, e.g. {env_runner_node: 1}: "
+        "EnvRunners then run only on nodes started with `ray start --resources '{\"env_runner_node\": N}'`")
     rollout_fragment_length: int | Literal["auto"] = "auto"
 
 
@@ -112,7 +117,7 @@ class ModuleSettings(_Strict):
     type: str
     model_config_: dict[str, Any] = Field(default_factory=dict, alias="model_config")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     @field_validator("type")
     @classmethod
@@ -171,7 +176,7 @@ class BCSettings(_Strict):
     epochs: int = Field(default=5, ge=1)
     lr: float = Field(default=1e-3, gt=0)
     minibatch_size: int = Field(default=256, ge=8)
-    seed: int = Field(default=10_000, description="first seed of the demonstration episodes")
+    seed: int = Field(default=10_000, ge=0, le=2**32 - 1, description="first seed of the demonstration episodes")
     value_warmup: bool = Field(default=True, description="also fit the value function to the "
                                "demonstrations' discounted returns (a critic that knows the cloned "
                                "policy's worth; without it PPO's first updates undo the cloning)")
@@ -254,12 +259,12 @@ class MLflowSettings(_Strict):
 
 class EvaluationSettings(_Strict):
     episodes: int = Field(default=20, ge=1)
-    seed: int = Field(default=1000, description="held-out seeds seed, seed+1, ...")
+    seed: int = Field(default=1000, ge=0, le=2**32 - 1, description="held-out seeds seed, seed+1, ...")
     baselines: list[str] = Field(default_factory=list)
     val_episodes: int = Field(default=3, ge=0, description="validation episodes per candidate when "
                               "`inferencegym train` picks the returned policy among the warm start and "
                               "the kept checkpoints (0: the last checkpoint, no selection)")
-    val_seed: int = Field(default=500, description="first validation seed (disjoint from the held-out "
+    val_seed: int = Field(default=500, ge=0, le=2**32 - 1, description="first validation seed (disjoint from the held-out "
                           "seeds and the BC seeds)")
 
 
@@ -270,7 +275,7 @@ class TrainConfig(_Strict):
     task_id: str
     env: Literal["single", "cluster"] = Field(description="'single': LLMServe-v0; 'cluster': ClusterEnv")
     env_config: dict[str, Any] = Field(default_factory=dict, description="extra env constructor kwargs")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="training seed (numpy Generators)")
     ppo: PPOSettings = Field(default_factory=PPOSettings)
     resources: Resources = Field(default_factory=Resources)
     fault_tolerance: FaultTolerance = Field(default_factory=FaultTolerance)
@@ -379,7 +384,10 @@ class TrainConfig(_Strict):
                 if not isinstance(node.get(part), dict):
                     raise ConfigError(f"--set {item!r}: {part!r} is not a section of the config")
                 node = node[part]
-            node[parts[-1]] = yaml.safe_load(raw)
+            try:
+                node[parts[-1]] = load_yaml(raw, f"--set {key}")
+            except YamlInputError as exc:
+                raise ConfigError(str(exc)) from None
         if steps is not None:
             data["stop"]["timesteps_total"] = int(steps)
         if iterations is not None:
@@ -403,10 +411,22 @@ def _format_errors(path: str, exc: ValidationError) -> str:
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         given = err.get("input")
-        given_s = "" if isinstance(given, dict) else f" (given: {given!r})"
+        given_s = "" if isinstance(given, dict) else f" (given: {short(given)})"
         lines.append(f"  - {loc}: {err['msg']}{given_s}")
     lines.append("See docs/training.md for the schema and rllib_configs/ for examples.")
     return "\n".join(lines)
+
+
+def _non_finite(data: Any, path: str = "") -> str | None:
+    """The dotted path of the first NaN or infinite number in ``data`` (free-form sections too)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(top level)"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{path}.{k}" if path else str(k))
+        if found:
+            return found
+    return None
 
 
 def parse_config(data: Any, source: str = "<dict>") -> TrainConfig:
@@ -414,6 +434,10 @@ def parse_config(data: Any, source: str = "<dict>") -> TrainConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"invalid training config {source}: expected a mapping at the top level, "
                           f"got {type(data).__name__}")
+    bad = _non_finite(data)
+    if bad:
+        raise ConfigError(f"invalid training config {source}: {bad} must be a finite number (NaN and "
+                          f"infinity are refused)")
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
@@ -427,7 +451,7 @@ def load_config(path: str | Path) -> TrainConfig:
         here = sorted(x.name for x in Path("rllib_configs").glob("*.yaml")) if Path("rllib_configs").is_dir() else []
         raise ConfigError(f"training config {p} not found" + (f"; available in rllib_configs/: {here}" if here else ""))
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"training config {p} is not valid YAML: {exc}") from None
+        data = read_yaml(p, "training config")
+    except YamlInputError as exc:
+        raise ConfigError(f"training config {exc}") from None
     return parse_config(data, str(p))

@@ -1,7 +1,7 @@
 """RLlib ``TorchRLModule``s for InferenceGym (new API stack, PPO-compatible).
 
-Four modules, all with ``ValueFunctionAPI`` (the value head reuses the shared encoder, so PPO runs
-the encoder once per train batch):
+Six modules, all with ``ValueFunctionAPI`` (the value head reuses the shared encoder, so PPO runs
+the encoder once per train batch); RLlib hooks carry ``@override``:
 
 - :class:`ReplicaAttentionRouter` - the cluster router. Each replica's feature row is embedded by a
   per-replica MLP, replicas attend to each other (``nn.MultiheadAttention``), and a policy head scores
@@ -12,6 +12,7 @@ the encoder once per train batch):
 - :class:`MLPModule` - a generic MLP for Box / Dict observations and Discrete / MultiDiscrete actions:
   the single-agent ``LLMServe-v0`` env (flat MultiDiscrete wrapper) and the replica agents.
 - :class:`ReplicaAgentModule` - ``MLPModule`` with smaller defaults for the replica agents.
+- :class:`HoldKnobsModule` - a fixed (non-learning) replica policy that keeps each replica's knobs.
 - :class:`LSTMModule` - RLlib's own default PPO module with ``use_lstm=True`` (config type ``lstm``):
   the single-agent policy carries a recurrent state across windows instead of seeing a stacked
   history (``history_windows`` of ``mlp``). RLlib's connectors add the state and the time axis.
@@ -33,7 +34,10 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.distribution.torch.torch_distribution import TorchMultiCategorical
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.annotations import override
 from torch import nn
+
+import inferencegym.rl.rllib_compat  # noqa: F401  (RLlib's own RLModuleConfig notice, see there)
 
 #: Logit given to masked-out actions. Large but finite: if every action were masked the
 #: distribution stays uniform instead of NaN, and entropy/KL stay finite.
@@ -109,6 +113,7 @@ class ReplicaAttentionRouter(TorchRLModule, ValueFunctionAPI):
     ``replicas_key``/``request_key``/``mask_key`` (Dict observation keys).
     """
 
+    @override(TorchRLModule)
     def setup(self) -> None:
         c = _cfg(self.model_config, ROUTER_DEFAULTS)
         self._keys = (c["replicas_key"], c["request_key"], c["mask_key"])
@@ -172,15 +177,18 @@ class ReplicaAttentionRouter(TorchRLModule, ValueFunctionAPI):
         logits = self.score(torch.cat([tokens, ctx], dim=-1)).squeeze(-1)  # (B, N)
         return apply_mask(logits, mask)
 
+    @override(TorchRLModule)
     def _forward(self, batch: dict, **kwargs) -> dict:
         tokens, shared, mask = self._encode(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: self._logits(tokens, shared, mask)}
 
+    @override(TorchRLModule)
     def _forward_train(self, batch: dict, **kwargs) -> dict:
         tokens, shared, mask = self._encode(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: self._logits(tokens, shared, mask),
                 Columns.EMBEDDINGS: shared}
 
+    @override(ValueFunctionAPI)
     def compute_values(self, batch: dict, embeddings: Any = None) -> torch.Tensor:
         if embeddings is None:
             _, embeddings, _ = self._encode(batch[Columns.OBS])
@@ -192,6 +200,7 @@ class _FlatMLPBase(TorchRLModule, ValueFunctionAPI):
 
     _defaults = MLP_DEFAULTS
 
+    @override(TorchRLModule)
     def setup(self) -> None:
         c = _cfg(self.model_config, self._defaults)
         hidden = [int(h) for h in (c["hidden"] if isinstance(c["hidden"], (list, tuple))
@@ -222,10 +231,12 @@ class _FlatMLPBase(TorchRLModule, ValueFunctionAPI):
         mask = obs.get(self._mask_key) if isinstance(obs, dict) else None
         return self.trunk(_flatten_obs(obs, self._mask_key)), mask
 
+    @override(TorchRLModule)
     def _forward(self, batch: dict, **kwargs) -> dict:
         emb, mask = self._encode(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: self._masked(self.pi(emb), mask)}
 
+    @override(TorchRLModule)
     def _forward_train(self, batch: dict, **kwargs) -> dict:
         emb, mask = self._encode(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: self._masked(self.pi(emb), mask),
@@ -236,6 +247,7 @@ class _FlatMLPBase(TorchRLModule, ValueFunctionAPI):
             return logits
         return apply_mask(logits, mask)
 
+    @override(ValueFunctionAPI)
     def compute_values(self, batch: dict, embeddings: Any = None) -> torch.Tensor:
         if embeddings is None:
             embeddings, _ = self._encode(batch[Columns.OBS])
@@ -273,6 +285,7 @@ class HoldKnobsModule(TorchRLModule, ValueFunctionAPI):
 
     HOLD_LOGIT = 30.0
 
+    @override(TorchRLModule)
     def setup(self) -> None:
         c = _cfg(self.model_config, {"knob_start": -6})
         act = self.action_space
@@ -287,6 +300,7 @@ class HoldKnobsModule(TorchRLModule, ValueFunctionAPI):
         self.action_dist_cls = TorchMultiCategorical.get_partial_dist_cls(input_lens=self._nvec)
         self.dummy = nn.Parameter(torch.zeros(1))
 
+    @override(TorchRLModule)
     def _forward(self, batch: dict, **kwargs) -> dict:
         x = _flatten_obs(batch[Columns.OBS], None)
         parts = []
@@ -295,11 +309,13 @@ class HoldKnobsModule(TorchRLModule, ValueFunctionAPI):
             parts.append(nn.functional.one_hot(idx, n).float() * self.HOLD_LOGIT)
         return {Columns.ACTION_DIST_INPUTS: torch.cat(parts, dim=-1) + 0.0 * self.dummy}
 
+    @override(TorchRLModule)
     def _forward_train(self, batch: dict, **kwargs) -> dict:
         out = self._forward(batch)
         out[Columns.EMBEDDINGS] = None
         return out
 
+    @override(ValueFunctionAPI)
     def compute_values(self, batch: dict, embeddings: Any = None) -> torch.Tensor:
         obs = batch[Columns.OBS]
         b = next(iter(obs.values())).shape[0] if isinstance(obs, dict) else obs.shape[0]

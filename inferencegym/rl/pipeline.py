@@ -72,6 +72,21 @@ def selected_export(record: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return str(Path(sel["selected_path"]) / "learner_group" / "learner" / "rl_module"), {}
 
 
+def best_ppo_candidate(table: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The best PPO checkpoint of a selection table on validation (ties: the later one)."""
+    ppo = [(r["val_score_mean"], i, r) for i, r in enumerate(table) if r["candidate"] != WARM_START]
+    return max(ppo, key=lambda x: (x[0], x[1]))[2] if ppo else None
+
+
+def returned_checkpoint(record: dict[str, Any]) -> str | None:
+    """The directory of the policy a run returned (what ``--policy checkpoint:<dir>`` loads): the
+    selected candidate (a Tune checkpoint or the warm-start module), else the last checkpoint."""
+    sel = record.get("selection")
+    if sel:
+        return sel["selected_path"]
+    return record["train"].get("checkpoint")
+
+
 def progress_csv(checkpoint: str | None) -> str | None:
     """Tune's ``progress.csv`` of the trial a checkpoint belongs to."""
     if not checkpoint:
@@ -119,13 +134,21 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
                                "selected": selection.selected, "selected_path": selection.selected_path,
                                "table": selection.table, **selection.summary()}
         if warm_dir is not None:
-            warm_row = (rows[0] if selection.is_warm_start else
-                        evaluate_one(load_checkpoint(warm_dir, cfg.task_id), cfg.task_id, episodes=episodes,
-                                     seed=seed, name=WARM_START))
-            if not selection.is_warm_start:
+            if selection.is_warm_start:  # the table still shows PPO: its best checkpoint on validation
+                warm_row = rows[0]
+                ppo = best_ppo_candidate(selection.table)
+                if ppo is not None:
+                    rows.insert(1, evaluate_one(load_checkpoint(ppo["path"], cfg.task_id), cfg.task_id,
+                                                episodes=episodes, seed=seed,
+                                                name=f"ppo ({cfg.modules[policy.module_id].type}), "
+                                                     f"best checkpoint {ppo['candidate']} (not returned)"))
+            else:
+                warm_row = evaluate_one(load_checkpoint(warm_dir, cfg.task_id), cfg.task_id, episodes=episodes,
+                                        seed=seed, name=WARM_START)
                 rows.insert(1, warm_row)
             record["improved_on_warm_start"] = bool(
                 not selection.is_warm_start and rows[0]["score_mean"] > warm_row["score_mean"])
+    record["returned_checkpoint"] = returned_checkpoint(record)
     if record_path:
         Path(record_path).parent.mkdir(parents=True, exist_ok=True)
         Path(record_path).write_text(json.dumps(record, indent=2, default=str))

@@ -281,10 +281,14 @@ def load_policy(spec: str, task_id: str) -> ModulePolicy:
     if scheme == "checkpoint":
         return load_checkpoint(rest, task_id)
     if scheme == "pretrained":
-        if rest != task_id:
-            raise ValueError(f"pretrained:{rest} is a policy for task {rest!r}; the evaluated task is {task_id!r}")
         avail = list_pretrained()
-        if rest not in avail:
-            raise ValueError(f"no pretrained policy for task {rest!r}; available: {', '.join(avail) or '(none)'}")
+        if rest not in avail:  # first: an unknown name is a typo, whatever task is evaluated
+            raise ValueError(f"no pretrained policy for task {rest[:80]!r}; available: "
+                             f"{', '.join(avail) or '(none)'} (use pretrained:TASK with --task TASK)")
+        if rest != task_id:
+            raise ValueError(f"pretrained:{rest} is a policy for task {rest!r}; the evaluated task is "
+                             f"{task_id!r}: use --task {rest} or pretrained:{task_id}"
+                             + ("" if task_id in avail else f" (no pretrained policy for {task_id!r}; "
+                                                            f"available: {', '.join(avail)})"))
         return load_exported(PRETRAINED_DIR / rest, task_id)
     raise ValueError(f"unknown policy scheme {scheme!r} in {spec!r}; valid: checkpoint:PATH, pretrained:TASK")

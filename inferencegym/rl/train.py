@@ -21,7 +21,7 @@ from inferencegym.rl.config import TrainConfig
 from inferencegym.rl.env_creators import ENV_NAMES, register_envs
 from inferencegym.rl.learner import ConservativePPOTorchLearner
 from inferencegym.rl.modules import lstm_model_config, module_class
-from inferencegym.tracking import _metric_key, project_root, run_tags, tracking_uri
+from inferencegym.tracking import project_root, run_tags, tracking_uri
 
 #: Module id of the single-agent policy (RLlib's default).
 DEFAULT_MODULE_ID = "default_policy"
@@ -101,6 +101,7 @@ def build_ppo_config(cfg: TrainConfig, *, env: Any = None,
         .environment(env, env_config=env_config, disable_env_checking=True)
         .env_runners(num_env_runners=r.num_env_runners, num_envs_per_env_runner=r.num_envs_per_env_runner,
                      num_cpus_per_env_runner=r.num_cpus_per_env_runner,
+                     custom_resources_per_env_runner=dict(r.custom_resources_per_env_runner),
                      rollout_fragment_length=r.rollout_fragment_length)
         .learners(num_learners=r.num_learners, learner_class=ConservativePPOTorchLearner,
                   learner_config_dict=learner_settings(cfg, teacher_paths if teacher_paths is not None
@@ -168,47 +169,17 @@ class TrainOutcome:
     """Module id -> the behaviour-cloned module the run started from (None without BC)."""
 
 
-#: Result keys left out of MLflow (RLlib's per-connector timers and counters: hundreds of series).
-_MLFLOW_SKIP = ("timers", "connector", "_sum_episodes_length", "num_healthy_workers", "perf/")
-
-
 def _mlflow_callback(cfg: TrainConfig, uri: str, config_path: str | None) -> Any:
-    """Tune's ``MLflowLoggerCallback`` logging each iteration's metrics in one ``log_batch`` call
-    (the stock callback logs every key in its own sqlite transaction: seconds per iteration with
-    RLlib's ~400 result keys) at step = env steps sampled, without RLlib's timer/connector keys."""
-    from ray.air.integrations.mlflow import MLflowLoggerCallback
-
-
-    class BatchedMLflowLoggerCallback(MLflowLoggerCallback):
-        def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
-            import math
-            import time as _time
-
-            from mlflow.entities import Metric
-            from ray.tune.utils import flatten_dict
-
-
-            step = int(result.get(STEPS_KEY) or result.get("training_iteration") or 0)
-            ts = int(_time.time() * 1000)
-            metrics = []
-            for k, v in flatten_dict(result, delimiter="/").items():
-                if any(x in k for x in _MLFLOW_SKIP) or isinstance(v, bool):
-                    continue
-                try:
-                    f = float(v)
-                except (TypeError, ValueError):
-                    continue
-                if math.isfinite(f):
-                    metrics.append(Metric(key=_metric_key(k), value=f, timestamp=ts, step=step))
-            client = self.mlflow_util._get_client()
-            run_id = self._trial_runs[trial]
-            for i in range(0, len(metrics), 1000):
-                client.log_batch(run_id, metrics=metrics[i:i + 1000])
+    """One MLflow run per trial, named ``<task> | <config name> | trial <i>``, with the training
+    config as params and only measured numbers as metrics (:mod:`inferencegym.rl.mlflow_logger`)."""
+    from inferencegym.rl.mlflow_logger import ProjectMLflowLogger, trial_index
 
     tags = run_tags(task=cfg.task_id, policy=f"ppo:{cfg.name}", seed=cfg.seed, kind="train",
                     extra={"config": config_path or "", "env": cfg.env})
-    return BatchedMLflowLoggerCallback(tracking_uri=uri, experiment_name=cfg.mlflow.experiment or f"train/{cfg.task_id}",
-                                       tags=tags, save_artifact=cfg.mlflow.save_artifact)
+    return ProjectMLflowLogger(tracking_uri=uri, experiment_name=cfg.mlflow.experiment or f"train/{cfg.task_id}",
+                               tags=tags, params=cfg.model_dump(mode="json"),
+                               run_name=lambda trial: f"{cfg.task_id} | {cfg.name} | trial {trial_index(trial)}",
+                               save_artifact=cfg.mlflow.save_artifact)
 
 
 def _progress_callback(total_steps: int | None) -> Any:
@@ -236,9 +207,9 @@ def _progress_callback(total_steps: int | None) -> Any:
             ret = er.get("episode_return_mean")
             grade = er.get("grade/score")
             text = f"it {result.get('training_iteration')}"
-            if ret is not None:
+            if ret is not None and ret == ret:  # NaN: no episode ended in this iteration
                 text += f" | return {ret:.3g}"
-            if grade is not None:
+            if grade is not None and grade == grade:
                 text += f" | grade {grade:.3f}"
             if self.progress is not None:
                 self.progress.update(self.task, completed=result.get(STEPS_KEY, 0), info=text)

@@ -3,7 +3,8 @@
 Each policy is a one-method class: ``plan(replica) -> (prefill_chunks, with_decodes)`` where
 ``prefill_chunks`` is a list of ``(request, tokens)`` to prefill in this iteration and
 ``with_decodes`` says whether the running decoding sequences take a step in it. The policy uses the
-replica's admission helpers (``head``, ``try_admit``, ``reserve_decode``) so KV accounting,
+replica's admission helpers (``head``, ``try_admit``, ``reserve_decode``; typed against
+:class:`~inferencegym.sim.views.BatchingReplicaView`, never the concrete ``Replica``) so KV accounting,
 watermark, preemption and priority live in one place (``replica.py``).
 
 * ``vllm``    prefill-first (vLLM v0): whole prompts up to a token budget; an iteration with
@@ -20,8 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .replica import Replica
     from .request import Request
+    from .views import BatchingReplicaView
 
 Plan = tuple[list[tuple["Request", int]], bool]
 
@@ -31,7 +32,7 @@ class VLLMScheduler:
 
     name = "vllm"
 
-    def plan(self, rep: "Replica") -> Plan:
+    def plan(self, rep: "BatchingReplicaView") -> Plan:
         chunks: list = []
         budget = rep.cfg.max_tokens_per_iter
         if rep.partials_possible:
@@ -44,9 +45,9 @@ class VLLMScheduler:
             r = rep.head()
             if r is None:
                 break
-            if chunks and not r.block_hashes and r.prefill_target - r.prefilled_tokens > budget:
-                break  # over the token budget (with block hashes try_admit checks it after the
-            if not rep.try_admit(r, False, budget if chunks else None):  # prefix-cache lookup)
+            # the token budget is checked in try_admit only (after the prefix-cache lookup); a
+            # longer single prompt is admitted alone (no budget while no chunk is planned)
+            if not rep.try_admit(r, False, budget if chunks else None):
                 break
             need = r.prefill_target - r.prefilled_tokens
             if need > 0:
@@ -63,7 +64,7 @@ class SarathiScheduler:
 
     name = "sarathi"
 
-    def plan(self, rep: "Replica") -> Plan:
+    def plan(self, rep: "BatchingReplicaView") -> Plan:
         rep.reserve_decode()
         n_dec = 0
         for r in rep.running:
@@ -96,7 +97,7 @@ class StaticScheduler:
 
     name = "static"
 
-    def plan(self, rep: "Replica") -> Plan:
+    def plan(self, rep: "BatchingReplicaView") -> Plan:
         if rep.running:
             partial = [(r, r.prefill_target - r.prefilled_tokens) for r in rep.running
                        if r.prefilled_tokens < r.prefill_target]  # after a switch from another policy

@@ -3,7 +3,7 @@ scorers), SGLang's cache-aware router and NVIDIA Dynamo's KV router, with their 
 (sources in docs/simulator.md, "Cache-aware routers").
 
 They see only what the real routers see: the replicas' prefix caches and load metrics as published
-(``Cluster.cache_view``, refreshed every ``ClusterConfig.cache_publish_interval_s``), or the
+(``Cluster.published()``, refreshed every ``ClusterConfig.cache_publish_interval_s``), or the
 router's own record of where it sent which prompt blocks (an LRU index / approximate tree). Prefix
 identity is ``Request.block_hashes`` (one chained hash per simulator KV block), standing for the
 token-block hashes (llm-d, Dynamo) or prompt text (SGLang) the real routers use.
@@ -18,8 +18,8 @@ from .cache_view import leading_blocks
 from .router_base import _Rotating
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
     from .request import Request
+    from .views import RouterClusterView
 
 
 class _BlockLRU:
@@ -96,8 +96,8 @@ class LLMDPreciseRouter(_WeightedScorers):
         super().__init__()
         self.w = (prefix_weight, kv_weight, queue_weight)
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
-        snaps = cluster.cache_view.get(cluster)
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
+        snaps = cluster.published()
         h = req.block_hashes
         pre = _minmax_hits({i: snaps[i].prefix_blocks(h) if h else 0 for i in cands})
         qs = {i: snaps[i].waiting for i in cands}
@@ -125,8 +125,8 @@ class LLMDApproxRouter(_WeightedScorers):
         self.w = (prefix_weight, load_weight)
         self.index = _Index(self.LRU_BLOCKS)
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
-        snaps = cluster.cache_view.get(cluster)
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
+        snaps = cluster.published()
         h = req.block_hashes[:self.MAX_BLOCKS]
         wp, wl = self.w
         qt = self.QUEUE_THRESHOLD
@@ -163,7 +163,7 @@ class SGLangCacheAwareRouter(_Rotating):
         self.max_tree_blocks = max_tree_blocks
         self._next_evict = eviction_interval_s
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         if cluster.now_s >= self._next_evict:
             for t in self.trees.per.values():
                 while len(t.d) > self.max_tree_blocks:
@@ -202,8 +202,8 @@ class DynamoKVRouter(_Rotating):
         super().__init__()
         self.overlap_score_weight = overlap_score_weight
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
-        snaps = cluster.cache_view.get(cluster)
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
+        snaps = cluster.published()
         reps = cluster.replicas
         h = req.block_hashes
         wo = self.overlap_score_weight

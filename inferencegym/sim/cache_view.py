@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cpu_kv import ROUTER_CPU_WEIGHT
 
 
 def leading_blocks(hashes, have, max_blocks: int = 1 << 30) -> int:
@@ -30,32 +31,54 @@ class ReplicaSnapshot:
     events at each publication, so a publication costs the changes, not the cache size), waiting
     requests, KV usage fraction, outstanding requests."""
 
-    __slots__ = ("hashes", "waiting", "kv_usage", "outstanding", "_events")
+    __slots__ = ("hashes", "cpu_hashes", "waiting", "kv_usage", "outstanding", "_events", "_cpu_events")
 
     def __init__(self, rep: Any) -> None:
         self.hashes = set(rep.kv.cached_hashes())
         self._events = rep.kv.publish_events()
         self._events.clear()
+        cpu = getattr(rep, "cpu", None)
+        self.cpu_hashes = set(cpu.blocks) if cpu is not None else None
+        """Hashes in the replica's CPU tier as published (LMCache KV events), None without one."""
+        self._cpu_events = cpu.publish_events() if cpu is not None else None
+        if self._cpu_events is not None:
+            self._cpu_events.clear()
         self.refresh(rep)
 
+    @staticmethod
+    def _apply(hs: set, ev: list) -> None:
+        for h, stored in ev:
+            if stored:
+                hs.add(h)
+            else:
+                hs.discard(h)
+        ev.clear()
+
     def refresh(self, rep: Any) -> None:
-        ev = self._events
-        if ev:
-            hs = self.hashes
-            for h, stored in ev:
-                if stored:
-                    hs.add(h)
-                else:
-                    hs.discard(h)
-            ev.clear()
+        if self._events:
+            self._apply(self.hashes, self._events)
+        if self._cpu_events:
+            self._apply(self.cpu_hashes, self._cpu_events)
         kv = rep.kv
         self.waiting = rep.queued()
         self.kv_usage = kv.used_blocks / kv.capacity_blocks
         self.outstanding = rep.outstanding()
 
-    def prefix_blocks(self, hashes: tuple, max_blocks: int = 1 << 30) -> int:
-        """Leading blocks of ``hashes`` found in this snapshot."""
-        return leading_blocks(hashes, self.hashes, max_blocks)
+    def prefix_blocks_by_tier(self, hashes: tuple, max_blocks: int = 1 << 30) -> tuple[int, int]:
+        """Leading blocks of ``hashes`` found in the GPU cache, then the run after them found in
+        the CPU tier (0 without one)."""
+        g = leading_blocks(hashes, self.hashes, max_blocks)
+        if self.cpu_hashes is None or g >= len(hashes):
+            return g, 0
+        return g, leading_blocks(hashes[g:], self.cpu_hashes, max_blocks - g)
+
+    def prefix_blocks(self, hashes: tuple, max_blocks: int = 1 << 30):
+        """Leading blocks of ``hashes`` found in this snapshot; CPU-tier blocks count
+        ``ROUTER_CPU_WEIGHT`` each (llm-d's per-tier weights), so a tier makes this a float."""
+        if self.cpu_hashes is None:
+            return leading_blocks(hashes, self.hashes, max_blocks)
+        g, c = self.prefix_blocks_by_tier(hashes, max_blocks)
+        return g + ROUTER_CPU_WEIGHT * c if c else g
 
 
 class PublishedView:

@@ -1,7 +1,9 @@
 """Configuration dataclasses of the simulator: replicas, tenants and the cluster.
 
 Frozen, keyword-only, a docstring per field, units in the names; ``to_dict()`` feeds MLflow/Tune.
-Validation happens in ``__post_init__`` so a bad config fails at construction with a clear message.
+Validation of values happens in ``__post_init__`` so a bad config fails at construction with a clear
+message. Names of registered implementations (router, scheduler, engine profile) are plain strings
+here, checked where the cluster is built (:mod:`inferencegym.sim.names`): configs import no registry.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferencegym.sim.batching import SCHEDULERS
-from inferencegym.sim.execution import ENGINE_PROFILES
-from inferencegym.sim.router import ROUTERS
+QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8")
+"""Every weight tier the simulator models (the one definition; labels elsewhere derive)."""
 
-QUANTIZATION_TIERS = ("fp16", "int8", "int4")
+ACTION_QUANTIZATION_TIERS = QUANTIZATION_TIERS[:3]
+"""The tiers the single-agent action offers, in its index order. fp8 is not among them: the
+single-agent tasks run on A100s, which have no FP8, and the shipped modules' action space stays."""
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -51,6 +54,36 @@ class TenantSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReplicaKnobs:
+    """The serving knobs an agent controls, with their one set of defaults: vLLM's
+    (``max_num_seqs=256``, ``gpu_memory_utilization=0.9``, no speculation, FP16). Tasks start their
+    replicas from a ``ReplicaKnobs`` (both environments, replay's simulated target), the action
+    space defaults to it and :class:`ReplicaConfig` takes its defaults from it."""
+
+    scheduler: str = "vllm"
+    """Batching policy of the replicas at reset (a name of ``batching.SCHEDULERS``)."""
+    batch_cap: int = 256
+    """Max running sequences per replica (vLLM ``max_num_seqs``)."""
+    kv_budget_fraction: float = 0.9
+    """Share of free GPU memory given to the KV cache (vLLM ``gpu_memory_utilization``-like)."""
+    speculation_depth: int = 0
+    """Draft tokens per step (0 = speculative decoding off)."""
+    quantization: str = "fp16"
+    """Weight precision tier (one of ``QUANTIZATION_TIERS``)."""
+
+    def __post_init__(self) -> None:
+        _check(self.quantization in QUANTIZATION_TIERS,
+               f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+DEFAULT_KNOBS = ReplicaKnobs()
+"""vLLM's defaults (what ``ServeAction()``, replay's ``SimTarget`` and ``ReplicaConfig`` start from)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReplicaConfig:
     """One model replica (a group of ``tensor_parallel`` GPUs running one engine instance)."""
 
@@ -60,25 +93,36 @@ class ReplicaConfig:
     """GPU preset name."""
     tensor_parallel: int = 1
     """GPUs per replica (tensor parallel degree)."""
-    quantization: str = "fp16"
-    """Weight tier: fp16, int8 (W8A8) or int4 (weight-only)."""
+    quantization: str = DEFAULT_KNOBS.quantization
+    """Weight tier: fp16, int8 (W8A8), int4 (weight-only) or fp8 (W8A8 FP8, Hopper/Ada and later)."""
+    expert_parallel: int = 1
+    """Expert-parallel degree of a mixture-of-experts model: the replica has tensor_parallel x
+    expert_parallel GPUs, attention data-parallel across the expert_parallel ranks (1: experts split by TP)."""
+    kv_cache_dtype: str = "auto"
+    """KV-cache element type: auto (FP16/BF16) or fp8 (half the bytes per token)."""
+    cpu_kv_gb: float = 0.0
+    """Host memory per replica for the CPU tier of the prefix cache, GB (0: no CPU tier)."""
+    cpu_kv_link_gb_s: float = 25.0
+    """Host-to-GPU bandwidth per GPU for CPU-tier offloads and reloads, GB/s (PCIe 4.0 x16)."""
     engine_profile: str = "vllm-v1"
-    """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md)."""
-    scheduler: str = "vllm"
-    """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level)."""
-    batch_cap: int = 128
+    """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md);
+    a name of ``execution.ENGINE_PROFILES``, checked when the cluster is built."""
+    scheduler: str = DEFAULT_KNOBS.scheduler
+    """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level);
+    a name of ``batching.SCHEDULERS``, checked when the cluster is built."""
+    batch_cap: int = DEFAULT_KNOBS.batch_cap
     """Maximum number of running sequences (vLLM ``max_num_seqs``)."""
     chunk_size: int = 512
     """Sarathi token budget per iteration (decodes count one token each)."""
     max_tokens_per_iter: int = 4096
     """vLLM token budget per prefill iteration (a longer single prompt is admitted alone)."""
-    kv_budget_fraction: float = 1.0
+    kv_budget_fraction: float = DEFAULT_KNOBS.kv_budget_fraction
     """Fraction of the KV memory left after weights and activations that the cache may use."""
     block_size: int = 16
     """PagedAttention block size in tokens."""
     watermark_fraction: float = 0.01
     """Admission keeps at least this fraction of blocks free (vLLM's watermark)."""
-    speculation_depth: int = 0
+    speculation_depth: int = DEFAULT_KNOBS.speculation_depth
     """Draft tokens proposed per decode step (0 = off, up to 8)."""
     spec_acceptance: float = 0.7
     """Default per-token acceptance rate alpha (a tenant may override it)."""
@@ -91,13 +135,14 @@ class ReplicaConfig:
     def __post_init__(self) -> None:
         _check(self.tensor_parallel in (1, 2, 4, 8),
                f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
+        _check(self.expert_parallel in (1, 2, 4, 8, 16, 32, 64),
+               f"expert_parallel must be 1, 2, 4, ..., 64, got {self.expert_parallel}")
+        _check(self.kv_cache_dtype in ("auto", "fp8"),
+               f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
+        _check(self.cpu_kv_gb >= 0, f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")
+        _check(self.cpu_kv_link_gb_s > 0, f"cpu_kv_link_gb_s must be > 0, got {self.cpu_kv_link_gb_s}")
         _check(self.quantization in QUANTIZATION_TIERS,
                f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
-        _check(self.engine_profile in ENGINE_PROFILES,
-               f"unknown engine_profile {self.engine_profile!r}; valid: {', '.join(ENGINE_PROFILES)}")
-
-        _check(self.scheduler in SCHEDULERS,
-               f"unknown scheduler {self.scheduler!r}; valid: {', '.join(sorted(SCHEDULERS))}")
         _check(self.batch_cap >= 1, f"batch_cap must be >= 1, got {self.batch_cap}")
         _check(self.chunk_size >= 16, f"chunk_size must be >= 16 tokens, got {self.chunk_size}")
         _check(self.max_tokens_per_iter >= 1, f"max_tokens_per_iter must be >= 1, got {self.max_tokens_per_iter}")
@@ -127,7 +172,8 @@ class ClusterConfig:
     num_replicas: int = 1
     """Number of replicas."""
     router: str = "round_robin"
-    """Global routing policy (see ``inferencegym.sim.router.ROUTERS``); ``external`` for an agent."""
+    """Global routing policy, a name of ``inferencegym.sim.router.ROUTERS`` (checked when the cluster
+    is built); ``external`` for an agent."""
     tenants: tuple[TenantSpec, ...] = (TenantSpec(),)
     """Tenant classes; ``Request.tenant`` indexes this tuple."""
     priority_routing: bool = False
@@ -136,6 +182,9 @@ class ClusterConfig:
     """Split the replicas into prefill and decode instances (Splitwise/DistServe)."""
     prefill_replicas: int = 1
     """Number of prefill instances when disaggregated (the rest decode)."""
+    decode_router: str = "least_outstanding_requests"
+    """When disaggregated, the router (a name of ``ROUTERS``, checked when the cluster is built)
+    that places a prefilled request on a decode instance; ties rotate, never always replica 0."""
     gpu_hour_usd: float | None = None
     """Price of one GPU-hour; None uses the GPU preset's price."""
     recent_window: int = 32
@@ -154,7 +203,6 @@ class ClusterConfig:
                f"replica_configs has {len(self.replica_configs)} entries for num_replicas="
                f"{self.num_replicas}; give one ReplicaConfig per replica or none")
 
-        _check(self.router in ROUTERS, f"unknown router {self.router!r}; valid: {', '.join(sorted(ROUTERS))}")
         _check(len(self.tenants) >= 1, "ClusterConfig.tenants needs at least one TenantSpec")
         object.__setattr__(self, "tenants", tuple(self.tenants))
         if self.disaggregate:

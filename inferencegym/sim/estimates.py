@@ -26,13 +26,16 @@ are not prefilled, so they do not count.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .views import RouterReplicaView
 
 
-def first_token_iterations(rep: Any, prompt_tokens: int, *,
+def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
                            expected_output_tokens: float | None, cached_tokens: int = 0) -> float:
     """Estimated iterations until a new request of ``prompt_tokens`` would emit its first token on
-    replica ``rep`` (a :class:`inferencegym.sim.replica.Replica`; see the module docstring), of
+    replica ``rep`` (read through :class:`~inferencegym.sim.views.RouterReplicaView`), of
     which ``cached_tokens`` are in the replica's prefix cache and are not prefilled."""
     chunk = max(1, rep.cfg.chunk_size)
     cap = rep.cfg.batch_cap
@@ -58,6 +61,6 @@ def first_token_iterations(rep: Any, prompt_tokens: int, *,
     return start + (ahead + prompt_tokens - cached_tokens) / chunk
 
 
-def decode_iteration_s(rep: Any) -> float:
+def decode_iteration_s(rep: "RouterReplicaView") -> float:
     """The replica's decode-iteration time at its batch cap and a 1k-token context (seconds)."""
     return float(rep.model.decode_step_time_s(batch_size=rep.cfg.batch_cap, context_tokens=1024))

@@ -47,6 +47,7 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     load_calibration,
     register_gpu_kernel,
 )
+from inferencegym.sim.moe import MoECost
 from inferencegym.sim.presets import (
     GIB,
     GPUPreset,
@@ -68,8 +69,9 @@ __all__ = [
 ]
 
 _VALID_TP = (1, 2, 4, 8)
+_VALID_EP = (1, 2, 4, 8, 16, 32, 64)
+KV_CACHE_DTYPES = ("auto", "fp8")
 _ACT_BYTES = 2.0  # FP16/BF16 activations
-_KV_BYTES = 2.0  # FP16 KV cache
 
 
 def expected_tokens_per_step(alpha: float, k: int) -> float:
@@ -110,7 +112,19 @@ class ExecutionModel:
         calibrated: bool = False,
         check_memory: bool = True,
         engine_profile: str = "custom",
+        expert_parallel: int = 1,
+        kv_cache_dtype: str = "auto",
     ) -> None:
+        if expert_parallel not in _VALID_EP:
+            raise ValueError(f"expert_parallel must be one of {_VALID_EP}, got {expert_parallel!r}")
+        if expert_parallel > 1 and not model.is_moe:
+            raise ValueError(f"expert_parallel={expert_parallel} needs a mixture-of-experts model; "
+                             f"{model.name} is dense (use tensor_parallel or more replicas)")
+        if kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {kv_cache_dtype!r}")
+        if quantization.fp8_compute and gpu.fp8_tflops <= 0:
+            raise ValueError(f"quantization 'fp8' needs FP8 tensor cores (Hopper/Ada or later); "
+                             f"{gpu.name} has none: use h100-80gb, h200-141gb or l40s-48gb, or int8")
         if tensor_parallel not in _VALID_TP:
             raise ValueError(f"tensor_parallel must be one of {_VALID_TP}, got {tensor_parallel!r}")
         if model.num_heads % tensor_parallel:
@@ -136,6 +150,11 @@ class ExecutionModel:
         self.calibrated = bool(calibrated)
         self._gpu_hour_override = gpu_hour_usd
         self._check_memory = bool(check_memory)
+        self.expert_parallel = int(expert_parallel)
+        """Expert-parallel degree: data-parallel attention ranks of ``tensor_parallel`` GPUs each,
+        experts spread over all ``tensor_parallel * expert_parallel`` GPUs (1: experts split by TP)."""
+        self.kv_cache_dtype = str(kv_cache_dtype)
+        """``auto`` (FP16/BF16 KV cache) or ``fp8`` (1 byte per element: half the KV bytes)."""
         self._setup()
 
     # ------------------------------------------------------------------ construction
@@ -152,6 +171,8 @@ class ExecutionModel:
         engine_profile: str | None = None,
         gpu_memory_utilization: float = 0.9,
         gpu_hour_usd: float | None = None,
+        expert_parallel: int = 1,
+        kv_cache_dtype: str = "auto",
     ) -> ExecutionModel:
         """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
 
@@ -178,7 +199,8 @@ class ExecutionModel:
         return cls(model=mp, gpu=gp, tensor_parallel=tensor_parallel, quantization=qt,
                    kernel=kernel, engine=engine, draft=dp, engine_overhead=profile != "kernel-only",
                    gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
-                   calibrated=fitted and gp.calibrated, engine_profile=profile)
+                   calibrated=fitted and gp.calibrated, engine_profile=profile,
+                   expert_parallel=expert_parallel, kv_cache_dtype=kv_cache_dtype)
 
     def _replace(self, **kw) -> ExecutionModel:
         args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
@@ -187,7 +209,8 @@ class ExecutionModel:
                     gpu_memory_utilization=self.gpu_memory_utilization,
                     max_batched_tokens=self.max_batched_tokens,
                     gpu_hour_usd=self._gpu_hour_override, calibrated=self.calibrated,
-                    check_memory=self._check_memory, engine_profile=self.engine_profile)
+                    check_memory=self._check_memory, engine_profile=self.engine_profile,
+                    expert_parallel=self.expert_parallel, kv_cache_dtype=self.kv_cache_dtype)
         args.update(kw)
         return ExecutionModel(**args)
 
@@ -204,15 +227,21 @@ class ExecutionModel:
         self._q_heads = m.num_heads // t
         self._kv_heads = max(1, m.num_kv_heads // t)  # replicated when tp > kv heads
         self._peak_fp16 = g.fp16_tflops * 1e12
-        peak_gemm = (g.int8_tops if q.int8_compute else g.fp16_tflops) * 1e12
+        peak_gemm = (g.fp8_tflops * q.compute_efficiency if q.fp8_compute
+                     else g.int8_tops if q.int8_compute else g.fp16_tflops) * 1e12
         bw = g.mem_gbytes_per_s * 1e9
         self._bw = bw
         wb = q.weight_bytes_per_param
-        a_in = 1.0 if q.int8_compute else _ACT_BYTES
+        a_in = 1.0 if (q.int8_compute or q.fp8_compute) else _ACT_BYTES
+        kv_el = 1.0 if self.kv_cache_dtype == "fp8" else 2.0
+        self._dp = self.expert_parallel if m.is_moe else 1
+        o_in = self._q_heads * d
+        qkv_n = ((m.attn_linear_params - m.num_heads * d * h) // (h * t) if m.is_mla
+                 else (self._q_heads + 2 * self._kv_heads) * d)
         # GEMMs of one layer on one GPU: (K, N)
         gemms = [
-            (h, (self._q_heads + 2 * self._kv_heads) * d),  # QKV
-            (self._q_heads * d, h),  # O
+            (h, qkv_n),  # QKV (MLA: the query and KV down/up projections)
+            (o_in, h),  # O
             (h, (2 if m.gated_mlp else 1) * m.ffn_size // t),  # gate + up
             (m.ffn_size // t, h),  # down
         ]
@@ -249,13 +278,21 @@ class ExecutionModel:
             lat = min(lat, e_lat)
         self._ar_lat = lat
         self._ar_time_per_token = (h * _ACT_BYTES / ar_bw) if t > 1 else 0.0
-        # attention
-        self._kv_bytes_per_token_layer = 2.0 * self._kv_heads * d * _KV_BYTES
-        self._attn_flop_per_qk = 4.0 * self._q_heads * d  # QK^T and PV, per query per key
+        # attention (MLA: the latent KV is replicated on every GPU of a rank; prefill runs the
+        # decompressed heads, decode the weight-absorbed form over the 576-wide latent)
+        if m.is_mla:
+            self._kv_bytes_per_token_layer = float(m.kv_elems_per_token_layer) * kv_el
+            self._attn_flop_per_qk = 2.0 * self._q_heads * (2 * d + m.qk_rope_head_dim)
+            self._attn_dec_flop_per_qk = 2.0 * self._q_heads * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        else:
+            self._kv_bytes_per_token_layer = 2.0 * self._kv_heads * d * kv_el
+            self._attn_flop_per_qk = 4.0 * self._q_heads * d  # QK^T and PV, per query per key
+            self._attn_dec_flop_per_qk = self._attn_flop_per_qk
         self._attn_pf_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_eff_compute)
         self._attn_pf_ctx_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_ctx_eff_compute)
         self._attn_pf_inv_m = 1.0 / (bw * k.attn_prefill_eff_mem)
-        self._attn_dec_per_seq = k.attn_decode_per_seq_kv_head_s * self._kv_heads
+        self._attn_dec_per_seq = k.attn_decode_per_seq_kv_head_s * (
+            1 if m.is_mla else self._kv_heads) / self._dp
         self._attn_dec_inv_c = 1.0 / (self._peak_fp16 * k.attn_decode_eff_compute)
         self._attn_dec_inv_m = 1.0 / (bw * k.attn_decode_eff_mem)
         # outside the layers: embedding gather + final norm (bandwidth), LM head GEMM (FP16)
@@ -268,17 +305,29 @@ class ExecutionModel:
         e = self.engine
         if self.engine_overhead:
             self._ovh_fixed = (e.fixed_s + self._layers * (e.per_layer_s + e.per_layer_tp_s * (t - 1)))
-            self._ovh_seq = e.per_seq_s
+            self._ovh_seq = e.per_seq_s / self._dp
             self._ovh_tok = e.per_token_s
             self._slow = e.kernel_slowdown_per_token
         else:
             self._ovh_fixed = self._ovh_seq = self._ovh_tok = self._slow = 0.0
+        # mixture of experts (sim/moe.py)
+        self._moe = None
+        if m.is_moe:
+            self._moe = MoECost(
+                model=m, gpu=g, tensor_parallel=t, expert_parallel=self.expert_parallel,
+                weight_bytes=wb, act_in_bytes=a_in, inv_c=inv_c,
+                inv_c_fp16=1.0 / (self._peak_fp16 * k.gemm_eff_compute), inv_m=inv_m, gemm_p=p,
+                gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
+                a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0])
         # memory
         lin_params_gpu = sum(kk * nn for kk, nn in gemms)
+        attn_params_gpu = sum(kk * nn for kk, nn in gemms[:2])
         emb_params_gpu = m.vocab_size * h / t * (1 if m.tied_embeddings else 2)
+        moe_bytes = (m.moe_layers * (attn_params_gpu * wb + self._moe.weight_bytes_gpu)
+                     if self._moe else 0.0)
         self.weight_bytes_per_gpu = float(
-            m.num_layers * (lin_params_gpu * wb + 2 * h * _ACT_BYTES) + emb_params_gpu * _ACT_BYTES
-            + h * _ACT_BYTES)
+            (m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
+            + m.num_layers * 2 * h * _ACT_BYTES + emb_params_gpu * _ACT_BYTES + h * _ACT_BYTES)
         self.kv_bytes_per_token = float(m.num_layers * self._kv_bytes_per_token_layer)
         self.activation_reserve_bytes = float(
             GIB + self.max_batched_tokens * (h + qk + 3 * f_g) * _ACT_BYTES)
@@ -289,7 +338,8 @@ class ExecutionModel:
                 f"{m.name} ({q.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
                 f"at tensor_parallel={t}, which with the activation reserve exceeds the "
                 f"{g.memory_gbytes:.0f} GB of {g.name} (x{self.gpu_memory_utilization} usable); "
-                f"use a larger tensor_parallel or a lower-bit quantization")
+                f"use a larger tensor_parallel{' or expert_parallel' if m.is_moe else ''} or a "
+                f"lower-bit quantization")
         self._kv_free_bytes = max(free, 0.0)
         # caches
         self._tok_cache: dict[int, float] = {}
@@ -343,8 +393,20 @@ class ExecutionModel:
         if n <= 0:
             self._tok_cache[n] = 0.0
             return 0.0
-        layer = sum(self.layer_op_times_s(n).values())
-        total = self._layers * layer + 2 * self.kernel.elem_floor_s + self._outer_elem_per_token * n
+        if self._moe is None:
+            layer = sum(self.layer_op_times_s(n).values())
+            total = self._layers * layer + 2 * self.kernel.elem_floor_s + self._outer_elem_per_token * n
+        else:  # dense layers and the attention side at a DP rank's tokens, experts on all tokens
+            n_r = -(-n // self._dp)
+            ops = self.layer_op_times_s(n_r)
+            dense = sum(ops.values())
+            attn_side = dense - ops["mlp_up_proj"] - ops["mlp_down_proj"] - ops["mlp_act"]
+            if self.expert_parallel > 1:  # the combine replaces the MLP's all-reduce
+                attn_side -= 0.5 * ops["all_reduce"]
+            m = self.model
+            total = ((m.num_layers - m.moe_layers) * dense
+                     + m.moe_layers * (attn_side + self._moe.layer_time_s(n))
+                     + 2 * self.kernel.elem_floor_s + self._outer_elem_per_token * n_r)
         self._tok_cache[n] = total
         return total
 
@@ -355,9 +417,10 @@ class ExecutionModel:
         if n_logits <= 0:
             v = 0.0
         else:
+            n_r = -(-n_logits // self._dp)
             p, ip = self._gemm_p, self._gemm_inv_p
-            tc = self._lm_flop_time * n_logits
-            tm = self._lm_weight_time + self._lm_act_time * n_logits
+            tc = self._lm_flop_time * n_r
+            tm = self._lm_weight_time + self._lm_act_time * n_r
             v = self.kernel.gemm_floor_s + (tc**p + tm**p) ** ip
         self._lm_cache[n_logits] = v
         return v
@@ -381,13 +444,13 @@ class ExecutionModel:
             total += (max(tm, tc)) + k.attn_prefill_per_token_s * n
         if not any_chunk:
             return 0.0
-        return total + k.attn_prefill_floor_s
+        return total / self._dp + k.attn_prefill_floor_s
 
     def _attn_decode_slope(self, queries: int) -> float:
         """Decode-attention seconds per context token per layer with ``queries`` queries/sequence."""
-        tc = self._attn_flop_per_qk * queries * self._attn_dec_inv_c
+        tc = self._attn_dec_flop_per_qk * queries * self._attn_dec_inv_c
         tm = self._kv_bytes_per_token_layer * self._attn_dec_inv_m
-        return max(tm, tc)
+        return max(tm, tc) / self._dp
 
     def attention_decode_layer_s(self, batch, context_total, queries: int = 1):
         """Decode-attention time of one layer: ``batch`` sequences with ``context_total`` cached
@@ -514,7 +577,7 @@ class ExecutionModel:
         reserve) x fraction / kv_bytes_per_token (per GPU; every GPU holds its heads' share)."""
         if not 0.0 < kv_budget_fraction <= 1.0:
             raise ValueError(f"kv_budget_fraction must be in (0, 1], got {kv_budget_fraction!r}")
-        return int(self._kv_free_bytes * kv_budget_fraction // self.kv_bytes_per_token)
+        return int(self._kv_free_bytes * kv_budget_fraction // self.kv_bytes_per_token) * self._dp
 
     def kv_transfer_time_s(self, tokens: int, link_gbytes_per_s: float | None = None) -> float:
         """Time to move ``tokens`` tokens of KV cache from a prefill to a decode replica.
@@ -545,13 +608,13 @@ class ExecutionModel:
 
     @property
     def gpu_count(self) -> int:
-        return self.tensor_parallel
+        return self.tensor_parallel * self.expert_parallel
 
     @property
     def gpu_hour_usd(self) -> float:
         """Price of the replica's GPUs for one hour, USD."""
         per = self.gpu.gpu_hour_usd if self._gpu_hour_override is None else self._gpu_hour_override
-        return float(per) * self.tensor_parallel
+        return float(per) * self.gpu_count
 
     @property
     def quality_delta(self) -> float:
@@ -568,7 +631,9 @@ class ExecutionModel:
             "model": self.model.name,
             "gpu": self.gpu.name,
             "tensor_parallel": self.tensor_parallel,
+            "expert_parallel": self.expert_parallel,
             "quantization": self.quantization.name,
+            "kv_cache_dtype": self.kv_cache_dtype,
             "draft_model": self.draft_model_name,
             "engine_overhead": self.engine_overhead,
             "engine_profile": self.engine_profile,

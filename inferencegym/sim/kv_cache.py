@@ -35,7 +35,7 @@ class KVCache:
     """Block allocator with an LRU prefix cache (see the module docstring)."""
 
     __slots__ = ("block_size", "capacity_blocks", "used_blocks", "watermark_blocks", "prefix_caching",
-                 "ref", "fq", "n_cached", "_anon", "events")
+                 "ref", "fq", "n_cached", "_anon", "events", "spill")
 
     def __init__(self, *, capacity_tokens: int, block_size: int = 16, watermark_fraction: float = 0.01,
                  prefix_caching: bool = True) -> None:
@@ -59,6 +59,8 @@ class KVCache:
         self.events: list | None = None
         """KV events (vLLM's BlockStored / BlockRemoved) since the last read, ``(hash, stored)``;
         None (the default) records nothing. ``publish_events`` turns it on."""
+        self.spill = None
+        """Called with the hash of every evicted cached block (the CPU tier's ``offload``), or None."""
 
     # ------------------------------------------------------------------ counts
     @property
@@ -116,6 +118,8 @@ class KVCache:
                 n -= 1
                 if self.events is not None:
                     self.events.append((key, False))
+                if self.spill is not None:
+                    self.spill(key)
             elif v > n:
                 fq[key] = v - n
                 fq.move_to_end(key, last=False)
@@ -259,10 +263,6 @@ class KVCache:
             self.n_cached = 0
         self.capacity_blocks = cap
         self.watermark_blocks = int(watermark_fraction * cap)
-
-    def fragmentation_tokens(self, held: list[tuple[int, int]]) -> int:
-        """Internal fragmentation: token slots allocated but unused, from ``(kv_tokens, kv_blocks)`` pairs."""
-        return sum(b * self.block_size - t for t, b in held)
 
     def check(self, holders) -> None:
         """Full invariant check against the requests holding blocks (``holders``; tests and

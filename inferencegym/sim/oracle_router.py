@@ -25,8 +25,8 @@ from .estimates import decode_iteration_s, first_token_iterations
 from .router_base import _Rotating
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
     from .request import Request
+    from .views import RouterClusterView
 
 
 class PrefixOracleRouter(_Rotating):
@@ -42,7 +42,7 @@ class PrefixOracleRouter(_Rotating):
         self._homes: dict | None = None
         self._iter_s: dict[int, tuple[int, float]] = {}
 
-    def _place(self, cluster: "Cluster") -> dict:
+    def _place(self, cluster: "RouterClusterView") -> dict:
         wd = self.decode_token_weight
         work: dict = {}
         seen: set = set()
@@ -68,7 +68,7 @@ class PrefixOracleRouter(_Rotating):
             homes[g] = frozenset(order)
         return homes
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         if self._homes is None:
             self._homes = self._place(cluster)
         reps = cluster.replicas

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 
 GIB = 1024**3
 GB = 1e9
+FP8_COMPUTE_EFFICIENCY = 0.887
+"""FP8 GEMM compute efficiency relative to the FP16 fit (fitted, see ``calibration.fp8_fit``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +25,8 @@ class GPUPreset:
     """Dense FP16/BF16 tensor-core peak, TFLOP/s."""
     int8_tops: float
     """Dense INT8 tensor-core peak, TOP/s (used by W8A8 GEMMs)."""
+    fp8_tflops: float = 0.0
+    """Dense FP8 tensor-core peak, TFLOP/s (0: no FP8 tensor cores, e.g. Ampere; FP8 refused)."""
     mem_gbytes_per_s: float
     """HBM/GDDR bandwidth, GB/s (1e9 bytes)."""
     memory_gbytes: float
@@ -70,31 +74,102 @@ class ModelPreset:
     """Default draft model preset for speculative decoding (same tokenizer), or None."""
     hf_id: str = ""
     """Hugging Face id of the public config the numbers come from."""
+    head_dim_override: int = 0
+    """Attention head dimension when it is not ``hidden_size // num_heads`` (Qwen3, gpt-oss; for
+    MLA the no-RoPE query/key and value head dimension); 0: ``hidden_size // num_heads``."""
+    num_experts: int = 0
+    """Routed experts per MoE layer (0: a dense model)."""
+    experts_per_token: int = 0
+    """Routed experts each token is sent to (top-k)."""
+    num_shared_experts: int = 0
+    """Always-active shared experts per MoE layer (DeepSeek)."""
+    moe_ffn_size: int = 0
+    """Intermediate size of one expert (gated: gate and up each map hidden -> moe_ffn_size)."""
+    dense_layers: int = 0
+    """Leading layers with a dense MLP of ``ffn_size`` in a MoE model (DeepSeek ``first_k_dense_replace``)."""
+    q_lora_rank: int = 0
+    """MLA query compression rank (0: plain query projection)."""
+    kv_lora_rank: int = 0
+    """MLA key/value latent rank (0: not MLA); the KV cache holds this latent plus the RoPE key."""
+    qk_rope_head_dim: int = 0
+    """MLA decoupled RoPE key dimension (shared by all heads, cached beside the latent)."""
+    routing_node_limit: int = 0
+    """Node-limited routing: a token's experts span at most this many nodes (DeepSeek-V3
+    ``topk_group`` 4), so it crosses the network at most this many times; 0: no limit."""
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+        return self.head_dim_override or self.hidden_size // self.num_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return self.num_layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def attn_linear_params(self) -> int:
+        """Parameters of one layer's attention projections (QKV or MLA down/up, and O)."""
+        h, d, nh = self.hidden_size, self.head_dim, self.num_heads
+        if self.is_mla:
+            r = self.qk_rope_head_dim
+            q = (h * self.q_lora_rank + self.q_lora_rank * nh * (d + r)) if self.q_lora_rank \
+                else h * nh * (d + r)
+            kv = h * (self.kv_lora_rank + r) + self.kv_lora_rank * nh * 2 * d
+            return q + kv + nh * d * h
+        return h * (nh + 2 * self.num_kv_heads) * d + nh * d * h
+
+    @property
+    def expert_params(self) -> int:
+        """Parameters of one expert (gated MLP of ``moe_ffn_size``)."""
+        return 3 * self.hidden_size * self.moe_ffn_size
+
+    @property
+    def kv_elems_per_token_layer(self) -> int:
+        """KV-cache elements per token and layer for the whole model (MLA: latent + RoPE key)."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.num_kv_heads * self.head_dim
 
     @property
     def layer_linear_params(self) -> int:
-        """Parameters of the four GEMMs of one layer (QKV, O, gate+up, down)."""
-        h, d = self.hidden_size, self.head_dim
-        qkv = h * (self.num_heads + 2 * self.num_kv_heads) * d
-        o = self.num_heads * d * h
-        mlp = (3 if self.gated_mlp else 2) * h * self.ffn_size
-        return qkv + o + mlp
+        """Parameters of the four GEMMs of one dense layer (QKV, O, gate+up, down)."""
+        mlp = (3 if self.gated_mlp else 2) * self.hidden_size * self.ffn_size
+        return self.attn_linear_params + mlp
+
+    def _moe_layer_params(self, experts: int) -> int:
+        router = self.hidden_size * self.num_experts
+        return (self.attn_linear_params + router
+                + (experts + self.num_shared_experts) * self.expert_params + 2 * self.hidden_size)
+
+    def _params(self, experts: int) -> int:
+        emb = self.vocab_size * self.hidden_size
+        head = 0 if self.tied_embeddings else emb
+        dense = self.num_layers - self.moe_layers
+        return (dense * (self.layer_linear_params + 2 * self.hidden_size)
+                + self.moe_layers * self._moe_layer_params(experts) + emb + head + self.hidden_size)
 
     @property
     def num_params(self) -> int:
-        """Total parameters (linear layers, norms, embeddings and LM head)."""
-        per_layer = self.layer_linear_params + 2 * self.hidden_size
-        emb = self.vocab_size * self.hidden_size
-        head = 0 if self.tied_embeddings else emb
-        return self.num_layers * per_layer + emb + head + self.hidden_size
+        """Total parameters (linear layers, every expert, norms, embeddings and LM head)."""
+        return self._params(self.num_experts)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters used per token (top-k routed + shared experts; = ``num_params`` if dense)."""
+        return self._params(self.experts_per_token)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["num_params"] = self.num_params
+        d["active_params"] = self.active_params
         return d
 
 
@@ -108,6 +183,11 @@ class QuantizationTier:
     """Bytes per linear-layer weight, including group scales/zeros."""
     int8_compute: bool
     """True for W8A8 (GEMMs run on INT8 tensor cores at ``GPUPreset.int8_tops``)."""
+    fp8_compute: bool = False
+    """True for FP8 W8A8 (GEMMs on FP8 tensor cores at ``GPUPreset.fp8_tflops``; needs Hopper/Ada+)."""
+    compute_efficiency: float = 1.0
+    """Compute efficiency of this tier's GEMMs relative to the calibrated FP16 GEMM efficiency
+    (FP8: fitted on the measured H200 BF16-vs-FP8 GEMM times, ``calibration.fp8_fit``)."""
     gemm_compute_overhead: float
     """Multiplier (>= 1) on the compute-bound GEMM time (dequantisation in weight-only kernels)."""
     activation_quant_ops: int
@@ -129,10 +209,10 @@ _GPUS: dict[str, GPUPreset] = {
         memory_gbytes=80.0, memory_bytes=80 * GIB, intra_node_gbytes_per_s=300.0,
         inter_node_gbytes_per_s=25.0, gpu_hour_usd=1.79, network_profile="a100",
         calibrated=True),
-    # NVIDIA H100 SXM5 80GB datasheet: 989 TF FP16 dense, 1,979 TOPS INT8 dense, 3.35 TB/s HBM3,
+    # NVIDIA H100 SXM5 80GB datasheet: 989 TF FP16, 1,979 TOPS INT8, 1,979 TF FP8 dense, 3.35 TB/s HBM3,
     # NVLink 4 900 GB/s total (450 per direction); DGX H100: 400 Gb/s NDR IB per GPU.
     "h100-80gb": GPUPreset(
-        name="h100-80gb", fp16_tflops=989.4, int8_tops=1978.9, mem_gbytes_per_s=3350.0,
+        name="h100-80gb", fp16_tflops=989.4, int8_tops=1978.9, fp8_tflops=1978.9, mem_gbytes_per_s=3350.0,
         memory_gbytes=80.0, memory_bytes=80 * GIB, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=2.99, network_profile="h100",
         calibrated=True),
@@ -141,7 +221,7 @@ _GPUS: dict[str, GPUPreset] = {
     # as DGX H100. The device reports ~140 GiB (torch total_memory 139.7 GiB on the profiled H200).
     # Price: midpoint of the specialty-cloud on-demand range of May 2026 ($3.50-4.50 per GPU-hour).
     "h200-141gb": GPUPreset(
-        name="h200-141gb", fp16_tflops=989.4, int8_tops=1978.9, mem_gbytes_per_s=4800.0,
+        name="h200-141gb", fp16_tflops=989.4, int8_tops=1978.9, fp8_tflops=1978.9, mem_gbytes_per_s=4800.0,
         memory_gbytes=141.0, memory_bytes=140 * GIB, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=4.00, network_profile="h100",
         calibrated=True),
@@ -152,10 +232,10 @@ _GPUS: dict[str, GPUPreset] = {
         memory_gbytes=24.0, memory_bytes=24 * GIB, intra_node_gbytes_per_s=32.0,
         inter_node_gbytes_per_s=12.5, gpu_hour_usd=1.006, network_profile="pcie",
         calibrated=False),
-    # NVIDIA L40S datasheet: 362 TF FP16 dense, 733 TOPS INT8 dense, 864 GB/s GDDR6, 48 GB,
+    # NVIDIA L40S datasheet: 362 TF FP16 dense, 733 TOPS INT8 / 733 TF FP8 dense (Ada), 864 GB/s GDDR6, 48 GB,
     # PCIe Gen4 x16, no NVLink.
     "l40s-48gb": GPUPreset(
-        name="l40s-48gb", fp16_tflops=362.0, int8_tops=733.0, mem_gbytes_per_s=864.0,
+        name="l40s-48gb", fp16_tflops=362.0, int8_tops=733.0, fp8_tflops=733.0, mem_gbytes_per_s=864.0,
         memory_gbytes=48.0, memory_bytes=48 * GIB, intra_node_gbytes_per_s=32.0,
         inter_node_gbytes_per_s=25.0, gpu_hour_usd=1.861, network_profile="pcie",
         calibrated=False),
@@ -186,6 +266,31 @@ _MODELS: dict[str, ModelPreset] = {
         name="codellama-34b", num_layers=48, hidden_size=8192, num_heads=64, num_kv_heads=8,
         ffn_size=22016, vocab_size=32000, draft_model="tinyllama-1.1b",
         hf_id="codellama/CodeLlama-34b-hf"),
+    # Mixtures of experts (architecture from the public Hugging Face config.json of each hf_id).
+    # deepseek-ai/DeepSeek-V3: 61 layers (first_k_dense_replace 3 dense, intermediate 18432), hidden
+    # 7168, 128 heads, MLA (q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128),
+    # 256 routed experts (moe_intermediate_size 2048), 1 shared, top-8, vocab 129280: 671B total,
+    # 37B active (DeepSeek-V3 technical report). The MTP module (speculation) is not modelled.
+    "deepseek-v3": ModelPreset(
+        name="deepseek-v3", num_layers=61, hidden_size=7168, num_heads=128, num_kv_heads=128,
+        ffn_size=18432, vocab_size=129280, head_dim_override=128, num_experts=256,
+        experts_per_token=8, num_shared_experts=1, moe_ffn_size=2048, dense_layers=3,
+        q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, routing_node_limit=4,
+        hf_id="deepseek-ai/DeepSeek-V3"),
+    # Qwen/Qwen3-30B-A3B: 48 layers, hidden 2048, 32 heads / 4 KV heads of head_dim 128, 128 experts
+    # (moe_intermediate_size 768), top-8, no shared expert, vocab 151936: 30.5B total, 3.3B active.
+    "qwen3-30b-a3b": ModelPreset(
+        name="qwen3-30b-a3b", num_layers=48, hidden_size=2048, num_heads=32, num_kv_heads=4,
+        ffn_size=6144, vocab_size=151936, head_dim_override=128, num_experts=128,
+        experts_per_token=8, moe_ffn_size=768, hf_id="Qwen/Qwen3-30B-A3B"),
+    # openai/gpt-oss-120b: 36 layers, hidden 2880, 64 heads / 8 KV heads of head_dim 64, 128 experts
+    # (intermediate_size 2880), top-4, vocab 201088: 116.8B total, 5.1B active (without the
+    # embedding; model card). Experts ship in MXFP4 (use quantization int4 as its stand-in); the
+    # alternating 128-token sliding-window layers are modelled as full attention (KV overestimated).
+    "gpt-oss-120b": ModelPreset(
+        name="gpt-oss-120b", num_layers=36, hidden_size=2880, num_heads=64, num_kv_heads=8,
+        ffn_size=2880, vocab_size=201088, head_dim_override=64, num_experts=128,
+        experts_per_token=4, moe_ffn_size=2880, hf_id="openai/gpt-oss-120b"),
     # Draft models for speculative decoding (same tokenizers as their targets).
     "tinyllama-1.1b": ModelPreset(
         name="tinyllama-1.1b", num_layers=22, hidden_size=2048, num_heads=32, num_kv_heads=4,
@@ -213,6 +318,17 @@ _QUANT: dict[str, QuantizationTier] = {
         description="W8A8 (SmoothQuant-style): 1-byte weights, INT8 tensor-core GEMMs."),
     # AWQ/GPTQ W4A16 g128 (Lin et al., MLSys 2024): Llama-2-7B WikiText-2 5.47 -> 5.60 (AWQ),
     # 5.69 (GPTQ); 13B 4.88 -> 4.97; 70B 3.32 -> 3.41. We take ~+0.15.
+    # FP8 e4m3 W8A8 (weights and activations, per-tensor scales). Quality: Kurtic et al., 2024
+    # ("Give Me BF16 or Give Me Death"? Accuracy-Performance Trade-Offs in LLM Quantization, ACL
+    # 2025) find W8A8-FP8 essentially lossless on Llama-3.1 (>= 99.9 % average recovery); the vLLM
+    # FP8 docs report the same. We take +0.02 WikiText-2 perplexity, a fifth of INT8 W8A8.
+    # compute_efficiency fitted by ``python -m inferencegym.sim.calibration.fp8_fit`` on the measured
+    # H200 Llama-2-7B GEMMs (BF16 vs FP8, 1-4096 tokens; speed-up ratios 1.3-2.3x, median 1.77x).
+    "fp8": QuantizationTier(
+        name="fp8", weight_bytes_per_param=1.0, int8_compute=False, fp8_compute=True,
+        compute_efficiency=FP8_COMPUTE_EFFICIENCY, gemm_compute_overhead=1.0,
+        activation_quant_ops=1, quality_delta=0.02,
+        description="FP8 e4m3 W8A8 (Hopper/Ada and later): 1-byte weights, FP8 tensor-core GEMMs."),
     "int4": QuantizationTier(
         name="int4", weight_bytes_per_param=0.5 + 4.0 / 128.0, int8_compute=False,
         gemm_compute_overhead=1.15, activation_quant_ops=0, quality_delta=0.15,

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from .batching import make_scheduler
+from .cpu_kv import CPUKVTier
 from .kv_cache import KVCache
 from .metrics import ReplicaWindow
 from .replica_advance import IDLE, ITER, PAUSE, RUN, ReplicaAdvance
@@ -36,12 +37,19 @@ __all__ = ["IDLE", "ITER", "PAUSE", "RUN", "Replica"]
 _isnan = math.isnan
 
 
+def _reject_unowned(r: "Request", why: str) -> None:
+    r.rejected_reason = why
+
+
 class Replica(ReplicaAdvance):
     """One engine instance (``tensor_parallel`` GPUs). Created and driven by ``Cluster``."""
 
     def __init__(self, *, replica_id: int, config: "ReplicaConfig", model, rng: np.random.Generator,
-                 tenant_alpha: list[float | None], recent_window: int = 32) -> None:
+                 tenant_alpha: list[float | None], recent_window: int = 32,
+                 on_reject: Callable[["Request", str], None] | None = None) -> None:
         self.id = replica_id
+        self.on_reject = on_reject if on_reject is not None else _reject_unowned
+        """Called once per rejected request with the reason (the cluster counts it; no mailbox)."""
         self.rng = rng
         self.tenant_alpha = tenant_alpha
         self.waiting: deque = deque()
@@ -53,7 +61,6 @@ class Replica(ReplicaAdvance):
         self.version = 0
         self.paused_until = 0.0
         self.pending: tuple | None = None
-        self.rejected: list[tuple["Request", str]] = []
         self.now = 0.0
         # current work
         self.seg_t0 = 0.0
@@ -80,6 +87,14 @@ class Replica(ReplicaAdvance):
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
                           prefix_caching=config.prefix_caching)
+        self.cpu: CPUKVTier | None = None
+        """Host-memory tier of the prefix cache (``ReplicaConfig.cpu_kv_gb`` > 0), fed by GPU evictions."""
+        self.reload_debt_s = 0.0  # CPU-tier reload time owed by the next iteration
+        self.tier_tokens = [0, 0, 0]  # first admissions: prompt tokens looked up, GPU hits, CPU hits
+        if config.cpu_kv_gb > 0 and config.prefix_caching:
+            self.cpu = CPUKVTier.for_model(model, cpu_kv_gb=config.cpu_kv_gb, block_size=config.block_size,
+                                           link_gb_s=config.cpu_kv_link_gb_s)
+            self.kv.spill = self.cpu.offload
 
     # ------------------------------------------------------------------ configuration
     def _set_config(self, cfg: "ReplicaConfig", model) -> None:
@@ -129,12 +144,13 @@ class Replica(ReplicaAdvance):
         self.kv.resize(cap_tokens, cfg.watermark_fraction)
         # requests that can never fit any more are rejected (never silently lost)
         for r in list(self.running):
-            if self.kv.blocks_for(self.max_kv_tokens(r)) > self.kv.capacity_blocks:
+            why = self.never_fits(r)
+            if why is not None:
                 self.running.remove(r)
                 self.kv.release(r)
-                self.reject_if_too_big(r)
+                self.on_reject(r, why)
         for q in (self.prio_waiting, self.waiting):
-            keep = [r for r in q if not self.reject_if_too_big(r)]
+            keep = [r for r in q if self._fits_or_reject(r)]
             q.clear()
             q.extend(keep)
         if reload_s > 0:
@@ -143,22 +159,50 @@ class Replica(ReplicaAdvance):
     def max_kv_tokens(self, r: "Request") -> int:
         return r.prompt_tokens + r.output_tokens - 1
 
-    def reject_if_too_big(self, r: "Request") -> bool:
-        """Record ``r`` as rejected (in ``rejected``) if it can never fit this replica's KV cache."""
+    def never_fits(self, r: "Request") -> str | None:
+        """The one admission rule of the simulator: a request whose KV at full length exceeds the
+        replica's cache can never run here. Returns the one rejection message, or None if it fits."""
         need = self.kv.blocks_for(self.max_kv_tokens(r))
         if need > self.kv.capacity_blocks:
-            self.rejected.append((r, f"needs {need} KV blocks at full length ({self.max_kv_tokens(r)} tokens) "
-                                     f"but replica {self.id} holds {self.kv.capacity_blocks}"))
+            return (f"needs {need} KV blocks at full length ({self.max_kv_tokens(r)} tokens) "
+                    f"but replica {self.id} holds {self.kv.capacity_blocks}")
+        return None
+
+    def _fits_or_reject(self, r: "Request") -> bool:
+        why = self.never_fits(r)
+        if why is None:
             return True
+        self.on_reject(r, why)
         return False
 
     # ------------------------------------------------------------------ queues and admission
+    def accept(self, r: "Request") -> bool:
+        """A request arrives (routed, or its KV transferred here): queued if it can ever fit,
+        else rejected through ``on_reject`` (the only entry to the queues from outside)."""
+        if not self._fits_or_reject(r):
+            return False
+        self.enqueue(r)
+        return True
+
     def enqueue(self, r: "Request", front: bool = False) -> None:
+        """Queue membership, decided here only: the priority queue when priority scheduling is on."""
         q = self.prio_waiting if (self.priority_on and r.priority == 1) else self.waiting
         if front:
             q.appendleft(r)
         else:
             q.append(r)
+
+    def set_priority(self, on: bool) -> None:
+        """Priority scheduling on/off from now on; turning it on moves queued priority requests
+        to the priority queue (behind those already there), in their order."""
+        self.priority_on = bool(on)
+        if on:
+            pr = [r for r in self.waiting if r.priority == 1]
+            if pr:
+                rest = [r for r in self.waiting if r.priority != 1]
+                self.waiting.clear()
+                self.waiting.extend(rest)
+                self.prio_waiting.extend(pr)
 
     def head(self):
         if self.prio_waiting:
@@ -181,11 +225,11 @@ class Replica(ReplicaAdvance):
         transfer = r.prefilled_tokens >= r.prefill_target
         # prefix cache: at most (prefill_target - 1) tokens are reused (one token is always computed)
         lookup = r.block_hashes and kv.prefix_caching and not transfer
-        hit = ev = 0
+        hit = ev = chit = 0
         if budget is not None:
             if lookup:
-                hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
-                ht = hit * kv.block_size
+                hit, ev, chit = self._lookup(r)
+                ht = (hit + chit) * kv.block_size
                 left = r.prefill_target - (ht if ht > r.prefilled_tokens else r.prefilled_tokens)
             else:
                 left = r.prefill_target - r.prefilled_tokens
@@ -205,7 +249,7 @@ class Replica(ReplicaAdvance):
         matched = budget is not None  # the lookup above is current
         while True:
             if lookup and not matched:  # (again after a priority preemption changed the cache)
-                hit, ev = kv.match(r.block_hashes, (r.prefill_target - 1) // kv.block_size)
+                hit, ev, chit = self._lookup(r)
             matched = False
             demand = need - hit + ev  # new blocks plus evictable cached blocks taken off the queue
             free = kv.capacity_blocks - kv.used_blocks
@@ -227,9 +271,13 @@ class Replica(ReplicaAdvance):
         else:
             self.waiting.popleft()
         self._kv_advance(self.now)
+        if chit:  # reloaded from the CPU tier (read before the allocation below may spill to it)
+            self.reload_debt_s += self.cpu.reload(r.block_hashes, hit, chit)
         kv.admit(r, need, hit)
-        if hit:
-            ht = hit * kv.block_size
+        if chit:  # the reloaded blocks are new GPU blocks, named at once
+            kv.commit(r, hit + chit)
+        if hit or chit:
+            ht = (hit + chit) * kv.block_size
             if ht > r.prefilled_tokens:
                 r.prefilled_tokens = ht
         if transfer:
@@ -240,11 +288,33 @@ class Replica(ReplicaAdvance):
             if not transfer:  # hit statistics count a request's first admission only
                 w = self.win
                 w.prefix_query_tokens += r.prompt_tokens
-                if hit:
-                    r.cached_tokens = hit * kv.block_size
+                tt = self.tier_tokens
+                tt[0] += r.prompt_tokens
+                if hit or chit:
+                    r.cached_tokens = (hit + chit) * kv.block_size
                     w.prefix_hit_tokens += r.cached_tokens
+                    tt[1] += hit * kv.block_size
+                    tt[2] += chit * kv.block_size
         self._kv_peak()
         return True
+
+    def _lookup(self, r: "Request") -> tuple[int, int, int]:
+        """Prefix lookup: (GPU blocks hit, of which evictable, CPU-tier blocks worth reloading next)."""
+        kv = self.kv
+        mx = (r.prefill_target - 1) // kv.block_size
+        hit, ev = kv.match(r.block_hashes, mx)
+        cpu = self.cpu
+        if cpu is None or hit >= mx:
+            return hit, ev, 0
+        c = cpu.match(r.block_hashes, hit, mx)
+        if c:  # reload only when cheaper than recomputing those tokens after the GPU hit
+            bs = kv.block_size
+            t, ctx = c * bs, hit * bs
+            m = self.model
+            recompute = m.iteration_time_s(((t, ctx),)) - m.iteration_time_s(((1, ctx + t),))
+            if cpu.reload_time_s(c) >= recompute:
+                c = 0
+        return hit, ev, c
 
     def preempt(self, r: "Request") -> None:
         """Recompute preemption (vLLM): free the blocks, requeue at the front."""
@@ -303,16 +373,6 @@ class Replica(ReplicaAdvance):
         if f > w.kv_max:
             w.kv_max = f
 
-    @property
-    def tbt(self):
-        """This window's TBT samples (``win.tbt``)."""
-        return self.win.tbt
-
-    @property
-    def ttbt(self):
-        """This window's per-tenant TBT samples (``win.ttbt``; None with one tenant)."""
-        return self.win.ttbt
-
     def kv_occupancy(self) -> float:
         return self.kv.used_blocks / self.kv.capacity_blocks
 
@@ -334,35 +394,26 @@ class Replica(ReplicaAdvance):
             self.state = PAUSE
             self.seg_end = self.paused_until
             return self.paused_until
-        while True:
-            if not self.running and not self.waiting and not self.prio_waiting:
-                self.state = IDLE
-                return None
-            self.preempted_in_plan = False
-            chunks, with_dec = self.scheduler.plan(self)
-            if with_dec:
-                if self.partials_possible:
-                    decodes = [r for r in self.running if r.prefilled_tokens >= r.prefill_target]
-                else:
-                    decodes = self.running[:]
+        if not self.running and not self.waiting and not self.prio_waiting:
+            self.state = IDLE
+            return None
+        self.preempted_in_plan = False
+        chunks, with_dec = self.scheduler.plan(self)
+        if with_dec:
+            if self.partials_possible:
+                decodes = [r for r in self.running if r.prefilled_tokens >= r.prefill_target]
             else:
-                decodes = []
-            if chunks or decodes:
-                break
-            if self.running:  # only stalled partial prefills (cannot happen with budget > 0)
-                raise RuntimeError(f"replica {self.id}: scheduler produced an empty iteration")
-            # empty replica and the head still cannot be admitted: it can never run here
-            r = self.head()
-            if self.prio_waiting and self.prio_waiting[0] is r:
-                self.prio_waiting.popleft()
-            else:
-                self.waiting.popleft()
-            self.rejected.append((r, f"cannot be admitted on empty replica {self.id}: needs "
-                                     f"{self.kv.blocks_for(r.prefill_target)} KV blocks, "
-                                     f"{self.kv.capacity_blocks} in the cache"))
+                decodes = self.running[:]
+        else:
+            decodes = []
+        if not chunks and not decodes:
+            # An empty replica always admits its head: every queued request passed ``never_fits``
+            # (its full length fits the cache, and an empty cache has every block free).
+            raise RuntimeError(f"replica {self.id}: the scheduler produced an empty iteration with "
+                               f"{len(self.running)} running and {self.queued()} queued (a simulator bug)")
         self.seg_t0 = now
         k = self.spec_k
-        if not chunks and k == 0:
+        if not chunks and k == 0 and not self.reload_debt_s:
             return self._plan_run(now, decodes)
         S = 0
         for r in decodes:
@@ -371,6 +422,9 @@ class Replica(ReplicaAdvance):
         S += B
         pf = [(c, r.prefilled_tokens) for r, c in chunks]
         dur = self.model.iteration_time_s(pf, B, S, k if B else 0)
+        if self.reload_debt_s:  # CPU-tier reloads of this iteration's new requests
+            dur += self.reload_debt_s
+            self.reload_debt_s = 0.0
         self.state = ITER
         self.it_chunks = chunks
         self.seg_decodes = decodes
@@ -434,6 +488,9 @@ class Replica(ReplicaAdvance):
         assert 0 <= kv.used_blocks <= kv.capacity_blocks, (
             f"replica {self.id}: used {kv.used_blocks} outside [0, {kv.capacity_blocks}]")
         kv.check(self.running)
+        if self.cpu is not None:
+            self.cpu.check()
+            assert self.tier_tokens[1] + self.tier_tokens[2] <= self.tier_tokens[0], "hits exceed lookups"
         for r in self.running:
             assert r.kv_blocks * kv.block_size >= r.kv_tokens, f"request {r.req_id} holds too few blocks"
             assert r.kv_blocks * kv.block_size >= r.prefilled_tokens, f"request {r.req_id} prefilled past its blocks"
@@ -442,10 +499,3 @@ class Replica(ReplicaAdvance):
                 assert r.kv_blocks == 0 and r.shared_blocks == 0, f"queued request {r.req_id} holds blocks"
                 assert r.prefilled_tokens == 0 or r.prefilled_tokens >= r.prefill_target, (
                     f"queued request {r.req_id} was advanced while queued ({r.prefilled_tokens} tokens)")
-
-    def fragmentation(self) -> float:
-        alloc = sum(r.kv_blocks for r in self.running) * self.kv.block_size
-        if alloc == 0:
-            return 0.0
-        used = sum(r.kv_tokens for r in self.running)
-        return (alloc - used) / alloc

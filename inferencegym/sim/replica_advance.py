@@ -1,26 +1,75 @@
 """Applying a replica's finished work: the closed-form decode runs, iterations, speculative steps and
 tokens that come out of them, and cutting a run short (``sync`` / ``interrupt``).
 
-A mixin of :class:`inferencegym.sim.replica.Replica` (its state lives there); split out so that
-``replica.py`` holds the replica's state machine (queues, admission, planning) and this file how
-time advances it. Per-request counters are updated in bulk; TBT samples go to the replica's
+The base class of :class:`inferencegym.sim.replica.Replica`: ``replica.py`` holds the replica's
+state machine (queues, admission, planning) and this file how time advances it. The state the two
+share is declared below (``ReplicaAdvance``'s annotations: the contract ``Replica.__init__``
+fulfils, checked by ``tests/test_sim_events.py``); nothing else crosses the line. Per-request counters are updated in bulk; TBT samples go to the replica's
 ``ReplicaWindow`` (``add_tbt`` / ``add_run``, the one recording path for every advance mode).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .kv_cache import KVCache
+    from .metrics import ReplicaWindow
     from .request import Request
 
 IDLE, ITER, RUN, PAUSE = 0, 1, 2, 3
 """Replica states: idle, one iteration planned, a closed-form decode run planned, reloading weights."""
 
 
+def _set_completed(r: "Request") -> None:
+    """The one place a request completes: at its last token."""
+    r.completion_s = r.last_token_s
+
+
 class ReplicaAdvance:
-    """Methods of ``Replica`` that apply finished work (see the module docstring)."""
+    """Methods of ``Replica`` that apply finished work (see the module docstring).
+
+    State contract: ``Replica.__init__`` sets every attribute annotated here; ``Replica`` provides
+    ``_kv_advance(t)`` (KV occupancy integral up to ``t``) and ``_kv_peak()``.
+    """
+
+    # what the replica is doing
+    now: float
+    state: int
+    rng: Any
+    kv: KVCache
+    running: list
+    win: ReplicaWindow
+    inbound: int
+    # the planned work (``Replica.plan`` writes, this class applies)
+    seg_t0: float
+    seg_end: float
+    seg_n: int
+    seg_B: int
+    seg_S0: int
+    seg_a: float
+    seg_b: float
+    seg_decodes: list
+    it_chunks: list
+    # knobs in force and per-replica statistics
+    spec_k: int
+    quality: float
+    default_alpha: float
+    tenant_alpha: list
+    n_tenants: int
+    iterations: int
+    prompt_tokens_done: int
+    recent_ttft: Any
+    recent_iter: Any
+    _ubuf: list
+    _ui: int
+
+    def _kv_advance(self, t: float) -> None:  # pragma: no cover - provided by Replica
+        raise NotImplementedError
+
+    def _kv_peak(self) -> None:  # pragma: no cover - provided by Replica
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ applying work
     def on_step_end(self, now: float) -> tuple[list, list]:
@@ -43,7 +92,7 @@ class ReplicaAdvance:
             for r in done:
                 running.remove(r)
                 release(r)
-                r.completion_s = r.last_token_s
+                _set_completed(r)
         return done
 
     def _apply_run(self, k: int, final: bool) -> list:
@@ -142,14 +191,19 @@ class ReplicaAdvance:
         w.tokens_out += 1
         w.quality_token_sum += self.quality
 
-    def receive_kv(self, r: "Request", now: float) -> None:
+    def receive_kv(self, r: "Request", now: float) -> bool:
         """Disaggregation: ``r``'s KV arrived from its prefill instance at ``now``; its first token
-        (or the next one after a recompute) comes out now."""
+        (or the next one after a recompute) comes out now. Returns True when that was its last
+        token (it completed here); otherwise the caller hands it to :meth:`accept`."""
         self.inbound -= 1
         self.now = now
         r.kv_tokens = 0
         r.prefilled_tokens = r.prefill_target  # KV present; admission allocates its blocks
         self._emit_token(r, now)
+        if r.generated_tokens >= r.output_tokens:
+            _set_completed(r)
+            return True
+        return False
 
     def _apply_iter(self, now: float) -> tuple[list, list]:
         t0 = self.seg_t0

@@ -16,8 +16,8 @@ from .oracle_router import PrefixOracleRouter
 from .router_base import _Rotating
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
     from .request import Request
+    from .views import RouterClusterView
 
 
 class RoundRobinRouter:
@@ -29,7 +29,7 @@ class RoundRobinRouter:
     def __init__(self) -> None:
         self._i = 0
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         r = cands[self._i % len(cands)]
         self._i += 1
         return r
@@ -41,7 +41,7 @@ class RandomRouter:
     name = "random"
     needs_sync = False
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         return cands[int(cluster.rng.integers(len(cands)))]
 
 
@@ -50,7 +50,7 @@ class LeastOutstandingRouter(_Rotating):
 
     name = "least_outstanding_requests"
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         reps = cluster.replicas
         return self._argmin(cands, lambda i: reps[i].outstanding())
 
@@ -61,7 +61,7 @@ class LeastKVLoadRouter(_Rotating):
     name = "least_kv_load"
     needs_sync = True
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         reps = cluster.replicas
 
         def load(i: int) -> float:
@@ -82,7 +82,7 @@ class PowerOfTwoRouter:
     name = "power_of_two_choices"
     needs_sync = False
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         if len(cands) == 1:
             return cands[0]
         i, j = cluster.rng.choice(len(cands), size=2, replace=False)
@@ -97,7 +97,7 @@ class ClairvoyantRouter(_Rotating):
     name = "clairvoyant"
     needs_sync = True  # reads generated-token counts
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:
         reps = cluster.replicas
 
         def work(i: int) -> int:
@@ -117,7 +117,7 @@ class ExternalRouter:
     name = "external"
     needs_sync = True
 
-    def choose(self, cluster: "Cluster", req: "Request", cands: list[int]) -> int:  # pragma: no cover
+    def choose(self, cluster: "RouterClusterView", req: "Request", cands: list[int]) -> int:  # pragma: no cover
         raise RuntimeError("the external router does not choose; call Cluster.dispatch")
 
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from inferencegym.sim.config import DEFAULT_KNOBS, ReplicaKnobs
 from inferencegym.tasks.prefix_spec import PREFIX_PRESETS, PrefixSharingSpec
 
 __all__ = ["TenantSLO", "WorkloadSpec", "PrefixSharingSpec", "PREFIX_PRESETS", "GraderSpec",
@@ -170,33 +171,6 @@ class GraderSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplicaKnobs:
-    """The serving knobs every replica starts an episode with (agents change them afterwards).
-
-    The defaults are vLLM's (``max_num_seqs=256``, ``gpu_memory_utilization=0.9``, no speculation,
-    FP16): the one set of initial knobs used by both environments and by replay's simulated target.
-    """
-
-    scheduler: Literal["vllm", "sarathi", "static"] = "vllm"
-    """Batching policy of the replicas at reset."""
-    batch_cap: int = 256
-    """Max running sequences per replica (vLLM ``max_num_seqs``)."""
-    kv_budget_fraction: float = 0.9
-    """Share of free GPU memory given to the KV cache (vLLM ``gpu_memory_utilization``-like)."""
-    speculation_depth: int = 0
-    """Draft tokens per step (0 = speculative decoding off)."""
-    quantization: Literal["fp16", "int8", "int4"] = "fp16"
-    """Weight precision tier."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-DEFAULT_KNOBS = ReplicaKnobs()
-"""vLLM's defaults (what ``ServeAction()`` and replay's ``SimTarget`` start from)."""
 
 
 @dataclass(frozen=True, kw_only=True)

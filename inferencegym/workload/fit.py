@@ -92,11 +92,12 @@ class WorkloadFit:
 
     @classmethod
     def load(cls, path: str | Path) -> "WorkloadFit":
+        from .jsonio import read_json  # jsonio imports nothing of the package
+
         path = Path(path)
-        try:
-            d = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        d = read_json(path, "workload fit")
+        if not isinstance(d, dict):
+            raise ValueError(f"{path}: not a workload fit (expected a JSON object, got {type(d).__name__})")
         try:
             return cls.from_dict(d)
         except ValueError as exc:

@@ -19,6 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .limits import INT64_MAX, MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
 from .prefix_loaders import detect_prefix_format
 from .trace import Workload
 
@@ -154,10 +155,10 @@ def _parse_cell(kind: str, value: str):
     if kind == "int":
         if value == "":
             raise ValueError("empty")
-        x = float(value)
-        if not x.is_integer():
-            raise ValueError("not an integer")
-        return int(x)
+        x = int(value)  # digits only, as the columns are read (no 1e3, no 10.0)
+        if abs(x) > INT64_MAX:
+            raise ValueError("out of the int64 range")
+        return x
     return value
 
 
@@ -183,7 +184,8 @@ def _diagnose(path: Path, fmt: _Format, cols: dict[str, str], start_row: int) ->
                     _parse_cell(kind, row[i])
                 except ValueError:
                     want = {"seconds": "a number of seconds", "datetime":
-                            "a date-time like 2023-11-16 18:17:03.9799600", "int": "an integer"}[kind]
+                            "a date-time like 2023-11-16 18:17:03.9799600",
+                            "int": f"an integer (digits, |x| <= {INT64_MAX})"}[kind]
                     return (f"row {row_no} (line {row_no + 1}), column '{cols[canon]}': "
                             f"expected {want}, got {row[i]!r}")
     return None
@@ -254,7 +256,7 @@ def _iter_blocks(path, format, fmt, cols, source, read_opts, conv, keep_failed, 
             col = batch.column(cols[canon])
             if col.null_count:
                 bad = int(np.flatnonzero(np.asarray(col.is_null()))[0])
-                fail(f"row {row + bad} (line {row + bad + 1}), column '{cols[canon]}': empty value")
+                fail(f"row {row + bad} (line {row + bad + 1}), column '{cols[canon]}': empty or NaN value (expected a number)")
             arrays[canon] = col
         if fmt.time_kind == "datetime":
             t = arrays["time"].cast(pa.int64()).to_numpy()
@@ -264,6 +266,10 @@ def _iter_blocks(path, format, fmt, cols, source, read_opts, conv, keep_failed, 
                 bad = int(np.flatnonzero(~np.isfinite(t))[0])
                 fail(f"row {row + bad} (line {row + bad + 1}), column '{cols['time']}': "
                      f"expected a finite number of seconds, got {t[bad]}")
+            if t.size and np.abs(t).max() > MAX_TRACE_TIME_S:
+                bad = int(np.argmax(np.abs(t)))
+                fail(f"row {row + bad} (line {row + bad + 1}), column '{cols['time']}': "
+                     f"expected seconds with |t| <= {MAX_TRACE_TIME_S:g}, got {t[bad]:g}")
             if not fmt.rebase and t.size and t.min() < 0:
                 bad = int(np.argmin(t))
                 fail(f"row {row + bad} (line {row + bad + 1}), column '{cols['time']}': "
@@ -275,6 +281,10 @@ def _iter_blocks(path, format, fmt, cols, source, read_opts, conv, keep_failed, 
                 bad = int(np.argmin(arr))
                 fail(f"row {row + bad} (line {row + bad + 1}), column '{cols[canon]}': token counts "
                      f"must be >= 0, got {int(arr[bad])}")
+            if arr.size and arr.max() > MAX_TRACE_TOKENS:
+                bad = int(np.argmax(arr))
+                fail(f"row {row + bad} (line {row + bad + 1}), column '{cols[canon]}': token counts "
+                     f"must be <= {MAX_TRACE_TOKENS:,}, got {int(arr[bad])}")
         d = np.diff(t) if check_order else np.zeros(0)
         if d.size and d.min() < 0:
             bad = int(np.flatnonzero(d < 0)[0]) + 1

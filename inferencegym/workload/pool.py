@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 
 from .fit import _umask
+from .limits import MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
 from .loaders import FORMATS, detect_format, iter_trace_batches, load_csv_trace
 from .prefix_loaders import PREFIX_FORMATS, load_prefix_trace
 from .stats import trace_stats
@@ -272,6 +273,36 @@ def pool_metadata(path: str | Path) -> dict:
     return json.loads(md[META_KEY])
 
 
+def _check_columns(path: Path, t) -> None:
+    """The first value of a pool (any Parquet file) that no trace may hold, named by row and column:
+    a missing value, a non-number, NaN/inf or |t| > MAX_TRACE_TIME_S, a negative or > MAX_TRACE_TOKENS
+    token count."""
+    import pyarrow as pa
+
+    for name in ("arrival_s", "prompt_tokens", "output_tokens", "tenant", "priority"):
+        if name not in t.column_names:
+            continue
+        col = t.column(name)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            raise ValueError(f"{path}: column '{name}' holds {col.type}, expected numbers")
+        if col.null_count:
+            bad = int(np.flatnonzero(np.asarray(col.is_null()))[0])
+            raise ValueError(f"{path}: row {bad + 1}, column '{name}': missing value")
+        x = col.to_numpy().astype(np.float64)
+        if name == "arrival_s":
+            wrong = ~np.isfinite(x) | (np.abs(x) > MAX_TRACE_TIME_S)
+            want = f"a finite time with |t| <= {MAX_TRACE_TIME_S:g} s"
+        elif name in ("prompt_tokens", "output_tokens"):
+            wrong = (x < 0) | (x > MAX_TRACE_TOKENS) | (x != np.floor(x))
+            want = f"a whole token count in [0, {MAX_TRACE_TOKENS:,}]"
+        else:
+            wrong = (x < 0) | (x != np.floor(x))
+            want = "a whole number >= 0"
+        if wrong.any():
+            bad = int(np.flatnonzero(wrong)[0])
+            raise ValueError(f"{path}: row {bad + 1}, column '{name}': expected {want}, got {x[bad]:g}")
+
+
 def read_pool(path: str | Path, *, start_s: float | None = None, duration_s: float | None = None,
               time_scale: float = 1.0, drop_failed: bool = False,
               hash_block_tokens: int | None = None) -> Workload:
@@ -328,6 +359,7 @@ def read_pool(path: str | Path, *, start_s: float | None = None, duration_s: flo
         chains = np.empty(t.num_rows, dtype=object)
         for i in range(t.num_rows):
             chains[i] = flat[off[i]:off[i + 1]]
+    _check_columns(path, t)
     w = Workload.from_arrays(col("arrival_s"), col("prompt_tokens"), col("output_tokens"), col("tenant"),
                              col("priority"), labels=labels, source=path.name, sort=True,
                              hash_ids=chains, hash_block_tokens=block,

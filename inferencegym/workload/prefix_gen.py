@@ -30,6 +30,7 @@ import numpy as np
 
 from inferencegym.workload.fit import atomic_write_bytes
 
+from .jsonio import read_json
 from .trace import Workload
 
 __all__ = ["PrefixWorkloadSpec", "LEVELS", "generate_prefix_workload", "generate_prefix_mix",
@@ -123,7 +124,11 @@ class PrefixWorkloadSpec:
 
     @classmethod
     def load(cls, path: str | Path) -> "PrefixWorkloadSpec":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        d = read_json(path, "prefix workload spec")
+        try:
+            return cls.from_dict(d)
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"{path}: not a prefix workload spec ({exc})") from None
 
     def with_rate(self, requests_per_s: float) -> "PrefixWorkloadSpec":
         """The same spec at ``requests_per_s`` (sessions/s scaled by the median turns)."""

@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from .hashchain import check_chain
+from .jsonio import parse_json_line
+from .limits import INT64_MAX, MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
 from .trace import Workload
 
 __all__ = ["PREFIX_FORMATS", "load_prefix_trace", "detect_prefix_format"]
@@ -57,22 +59,30 @@ PREFIX_FORMATS: dict[str, _JsonFormat] = {
                            "Qwen-Bailian JSONL (chat_id, parent_chat_id, timestamp s, input_length, "
                            "output_length, type, turn, hash_ids of 16-token blocks)"),
 }
-_WANT = {"int": "an integer", "num": "a finite number", "ids": "a list of integer block ids >= 0",
+_WANT = {"int": "an integer (|x| <= 2^63-1)", "num": "a finite number",
+         "ids": "a list of integer block ids in [0, 2^63-1]",
          "str": "a string"}
 _INT_COLUMNS = {"chat_id": "chat", "parent_chat_id": "parent", "turn": "turn"}
 
 
+def _lines(path: Path):
+    """``(line_no, line)`` of a UTF-8 text file; a byte that is not UTF-8 fails naming the line."""
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}: line {line_no}: not UTF-8 text (byte {exc.start + 1}); "
+                                 "expected one JSON object per line") from None
+
+
 def _first_object(path: Path) -> dict:
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}: line {line_no}: not a JSON object ({exc})") from None
-                if not isinstance(obj, dict):
-                    raise ValueError(f"{path}: line {line_no}: expected a JSON object, got {line.strip()[:60]!r}")
-                return obj
+    for line_no, line in _lines(path):
+        if line.strip():
+            obj = parse_json_line(line, f"{path}: line {line_no}")
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}: line {line_no}: expected a JSON object, got {line.strip()[:60]!r}")
+            return obj
     raise ValueError(f"{path}: the file is empty (expected one JSON object per line)")
 
 
@@ -87,37 +97,41 @@ def detect_prefix_format(path: str | Path) -> str:
                      + "; ".join(f"{k}: {v.description}" for k, v in PREFIX_FORMATS.items()))
 
 
+def _is_int64(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and abs(v) <= INT64_MAX
+
+
 def _check_value(kind: str, v) -> bool:
     if kind == "int":
-        return isinstance(v, int) and not isinstance(v, bool)
-    if kind == "num":
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return _is_int64(v)
+    if kind == "num":  # an int past float's range is not a finite number either
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and \
+            (isinstance(v, float) and math.isfinite(v) or isinstance(v, int) and abs(v) <= INT64_MAX)
     if kind == "str":
         return isinstance(v, str)
-    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)
+    return isinstance(v, list) and all(_is_int64(x) and x >= 0 for x in v)
 
 
 def _diagnose(path: Path, fmt: _JsonFormat, keys: dict[str, str]) -> str:
     """Slow exact scan: the first line/field that is not what the format expects."""
     row = 0
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            row += 1
-            where = f"row {row} (line {line_no})"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                return f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
-            if not isinstance(obj, dict):
-                return f"{where}: expected a JSON object, got {line.strip()[:60]!r}"
-            for name, kind in fmt.required:
-                key = keys[name]
-                if key not in obj or obj[key] is None:
-                    return f"{where}, field '{key}': missing value (expected {_WANT[kind]})"
-                if not _check_value(kind, obj[key]):
-                    return f"{where}, field '{key}': expected {_WANT[kind]}, got {json.dumps(obj[key])[:80]}"
+    for line_no, line in _lines(path):
+        if not line.strip():
+            continue
+        row += 1
+        where = f"row {row} (line {line_no})"
+        try:
+            obj = parse_json_line(line, where)
+        except ValueError as exc:
+            return str(exc)
+        if not isinstance(obj, dict):
+            return f"{where}: expected a JSON object, got {line.strip()[:60]!r}"
+        for name, kind in fmt.required:
+            key = keys[name]
+            if key not in obj or obj[key] is None:
+                return f"{where}, field '{key}': missing value (expected {_WANT[kind]})"
+            if not _check_value(kind, obj[key]):
+                return f"{where}, field '{key}': expected {_WANT[kind]}, got {json.dumps(obj[key])[:80]}"
     return "could not be read (no single bad row found)"
 
 
@@ -188,12 +202,19 @@ def load_prefix_trace(path: str | Path, format: str = "auto", *, trace_block_tok
     t = cols["timestamp"].to_numpy() * fmt.time_unit_s
     if not np.all(np.isfinite(t)):
         fail(int(np.flatnonzero(~np.isfinite(t))[0]), "timestamp", "expected a finite number")
+    if t.size and np.abs(t).max() > MAX_TRACE_TIME_S:
+        k = int(np.argmax(np.abs(t)))
+        fail(k, "timestamp", f"expected |t| <= {MAX_TRACE_TIME_S:g} s after the format's unit, "
+                             f"got {t[k]:g} s")
     prompt = cols["input_length"].to_numpy()
     output = cols["output_length"].to_numpy()
     for name, arr in (("input_length", prompt), ("output_length", output)):
         if arr.size and arr.min() < 0:
             k = int(np.argmin(arr))
             fail(k, name, f"expected a token count >= 0, got {int(arr[k])}")
+        if arr.size and arr.max() > MAX_TRACE_TOKENS:
+            k = int(np.argmax(arr))
+            fail(k, name, f"expected a token count <= {MAX_TRACE_TOKENS:,}, got {int(arr[k])}")
     if not sort and t.size > 1 and np.any(np.diff(t) < 0):
         fail(int(np.flatnonzero(np.diff(t) < 0)[0]) + 1, "timestamp",
              "timestamps must be non-decreasing (this row is earlier than the one before); "

@@ -117,13 +117,10 @@ class TenantMix:
         """From a YAML or JSON file."""
         from pathlib import Path
 
-        import yaml
+        from inferencegym.safe_yaml import read_yaml
 
         path = Path(path)
-        try:
-            d = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML/JSON ({exc})") from None
+        d = read_yaml(path, "tenant mix")  # YAML or JSON; one-line YamlInputError (a ValueError)
         try:
             return cls.from_dict(d)
         except ValueError as exc:

@@ -7,11 +7,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inferencegym.envs.reward import ClusterRewardConfig, RewardConfig
-from inferencegym.rl.config import PPOSettings, Resources, load_config, parse_config
+from inferencegym.rl.config import BCSettings, PPOSettings, Resources, load_config, parse_config
+from inferencegym.safe_yaml import YamlInputError, read_yaml
 
 #: The metric every sweep optimises (maximised).
 OBJECTIVE = "eval/grade_score"
@@ -22,7 +22,7 @@ class SweepError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: refused
 
 
 class Dist(_Strict):
@@ -78,7 +78,7 @@ class SchedulerSettings(_Strict):
     reduction_factor: float = Field(default=2.0, gt=1)
 
 
-class EvaluationSettings(_Strict):
+class SweepEvaluationSettings(_Strict):
     """How the objective is measured: greedy policy, ``episodes`` held-out seeds from ``seed``."""
 
     episodes: int = Field(default=3, ge=1)
@@ -97,8 +97,12 @@ class SweepSpec(_Strict):
     space: dict[str, Dist]
     search: SearchSettings = Field(default_factory=SearchSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
-    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+    evaluation: SweepEvaluationSettings = Field(default_factory=SweepEvaluationSettings)
     checkpoint_every: int = Field(default=1, ge=1, description="iterations between trial checkpoints (resume)")
+    warm_start: bool = Field(default=True, description=(
+        "start every trial from the behaviour-cloning warm start `train` uses (the base config's bc.*; "
+        "cloned once per sweep, before the first trial) when the base config enables it; false: trials "
+        "start from random weights, which the sweep prints and tags on every run"))
     register_model: bool = True
     model_name: str | None = Field(default=None, description="registry name; default inferencegym-<name>")
 
@@ -135,9 +139,9 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, Any]:
         have = sorted(str(x) for x in Path("tune").glob("*.yaml")) if Path("tune").is_dir() else []
         raise SweepError(f"sweep file {p} not found" + (f"; available: {', '.join(have)}" if have else ""))
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise SweepError(f"sweep file {p} is not valid YAML: {exc}") from None
+        data = read_yaml(p, "sweep file")
+    except YamlInputError as exc:
+        raise SweepError(f"sweep file {exc}") from None
     if not isinstance(data, dict):
         raise SweepError(f"invalid sweep file {p}: expected a mapping at the top level")
     try:
@@ -174,11 +178,16 @@ def _resource_names() -> set[str]:
 
 def _check_key(key: str, env_kind: str, fixed: bool = False) -> str | None:
     """Why ``key`` is not a valid sweep key (None if it is). ``fixed``: an ``overrides`` key, which
-    may also set ``resources.*`` and ``env_config.*`` (not searched: they change cost, not policy)."""
+    may also set ``resources.*``, ``env_config.*`` and ``bc.*`` (not searched: they change cost or the
+    shared warm start, not a trial's policy)."""
     group, _, name = key.partition(".")
     if fixed and group == "resources":
         valid = sorted(_resource_names())
         return None if name in valid else f"{key}: unknown resources setting {name!r}; valid: {', '.join(valid)}"
+    if fixed and group == "bc":
+        valid = sorted(n for n in BCSettings.model_fields if n != "enabled")
+        return None if name in valid else f"{key}: unknown bc setting {name!r} (the sweep's warm_start: " \
+            f"turns cloning on or off); valid: {', '.join(valid)}"
     if fixed and group == "env_config":
         if name in ("task_id", REWARD_ENV_KEY[env_kind]):
             return f"{key}: set the task in the base config and reward weights as reward.<field>"
@@ -193,13 +202,13 @@ def _check_key(key: str, env_kind: str, fixed: bool = False) -> str | None:
         if name not in valid:
             return f"{key}: unknown PPO setting {name!r}; valid: {', '.join(valid)}"
         return None
-    allowed = "'reward.', 'ppo.', 'resources.' or 'env_config.'" if fixed else "'reward.' or 'ppo.'"
+    allowed = "'reward.', 'ppo.', 'resources.', 'env_config.' or 'bc.'" if fixed else "'reward.' or 'ppo.'"
     return f"{key}: keys must start with {allowed}"
 
 
 def apply_params(cfg: Any, params: dict[str, Any]) -> Any:
     """The training config with ``reward.*`` / ``ppo.*`` (and fixed ``resources.*`` /
-    ``env_config.*``) values applied, validated like a training config."""
+    ``env_config.*`` / ``bc.*``) values applied, validated like a training config."""
 
 
     data = copy.deepcopy(cfg.model_dump(by_alias=True))
@@ -216,8 +225,10 @@ def apply_params(cfg: Any, params: dict[str, Any]) -> Any:
             data["resources"][name] = value
         elif group == "env_config":
             data["env_config"][name] = value
+        elif group == "bc":
+            data["bc"][name] = value
         else:
-            raise ValueError(f"{key}: keys must start with 'reward.', 'ppo.', 'resources.' or 'env_config.'")
+            raise ValueError(f"{key}: keys must start with 'reward.', 'ppo.', 'resources.', 'env_config.' or 'bc.'")
     if reward:
         _reward_class(cfg.env)(**reward)  # validates the field names and types
         data["env_config"][reward_key] = reward

@@ -48,14 +48,21 @@ def acting_module_id(cfg: Any) -> str:
     return cfg.policy_mapping.get("router") or next(m for m in cfg.modules if "router" in m)
 
 
-def make_trainable(spec: SweepSpec, base_cfg: Any, env: Any = None) -> Any:
+def make_trainable(spec: SweepSpec, base_cfg: Any, env: Any = None,
+                   warm_start_paths: dict[str, str] | None = None) -> Any:
     """The Tune trainable of a sweep: PPO built from the base config with the trial's values,
-    reporting ``eval/grade_score`` (plus the training metrics) every iteration."""
+    reporting ``eval/grade_score`` (plus the training metrics) every iteration.
+
+    ``warm_start_paths`` (module id -> behaviour-cloned module state, as ``train`` makes): every trial
+    starts from these weights and, with ``fine_tune.teacher_kl_coeff``, keeps them as its teacher,
+    exactly as ``inferencegym train`` does."""
     class SweepTrainable(tune.Trainable):
         def setup(self, config: dict[str, Any]) -> None:
             torch.set_num_threads(1)
             self.cfg = apply_params(base_cfg, {**spec.overrides, **config})
-            self.algo = build_ppo_config(self.cfg, env=env).build_algo()
+            paths = dict(warm_start_paths) if warm_start_paths else None
+            self.algo = build_ppo_config(self.cfg, env=env, load_state_paths=paths,
+                                         teacher_paths=paths).build_algo()
             self.module_id = acting_module_id(self.cfg)
             self.last_eval: dict[str, float] = {}
 

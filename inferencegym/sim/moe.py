@@ -1,0 +1,141 @@
+"""Mixture-of-experts layers in the execution-time model (``ExecutionModel`` builds one ``MoECost``).
+
+One MoE layer on the slowest GPU of a replica of ``tensor_parallel x expert_parallel`` GPUs, for an
+iteration of ``n`` batched tokens (the whole replica's):
+
+* **router** (gating) GEMM ``hidden x experts`` in FP16 on each data-parallel rank's tokens;
+* **shared experts** (DeepSeek): a dense gated MLP on every token of the rank, split by TP;
+* **routed experts**: each token goes to ``experts_per_token`` experts. Without expert parallelism
+  (``expert_parallel = 1``) every GPU holds every expert, split by TP, and computes all ``n * k``
+  token-expert pairs; with it (``expert_parallel = E``) the ``tp * E`` GPUs each hold
+  ``experts / (tp * E)`` whole experts and compute ``n * k / (tp * E)`` pairs times the **load
+  imbalance** (max over mean tokens per GPU, from a published measurement, see
+  :func:`gpu_imbalance`). The grouped GEMMs read the weights of the experts that received at least
+  one token, ``experts_on_gpu * (1 - (1 - k/experts)**n)`` of them in expectation, and are timed by
+  the calibrated GEMM roofline (``floor + ((F/P)^p + (M/BW)^p)^(1/p)``);
+* **all-to-all** dispatch and combine with expert parallelism: each GPU sends its tokens' hidden
+  states to the GPUs of their experts and gets the results back, ``tokens x k x (G-1)/G x hidden``
+  bytes each way (dispatch in FP8 when the tier is FP8, as DeepEP does, combine in BF16), over
+  NVLink inside a node (G <= 8) or the per-GPU InfiniBand link beyond (one network copy per remote
+  node the token's experts span, at most ``routing_node_limit`` nodes for DeepSeek's node-limited
+  routing; NVLink forwarding inside the node is not charged), at the bandwidth efficiencies DeepEP
+  measured, plus the GPU's calibrated collective latency per transfer. No overlap of the
+  all-to-all with computation (SGLang's two-batch overlap, vLLM's dual-batch overlap) is modelled.
+
+Attention runs data-parallel across the ``expert_parallel`` ranks (DeepSeek-style DP attention:
+each rank holds the whole attention, split by TP inside the rank, and its own sequences' KV).
+"""
+
+from __future__ import annotations
+
+import math
+
+from inferencegym.sim.presets import GPUPreset, ModelPreset
+
+IMBALANCE_MEASURED = 1.069
+"""Median max/mean tokens per expert-parallel rank without EPLB, 16 ranks (vLLM pull request
+#50647, Kimi K3 on GSM8K: balancedness 0.9356; 1.008 with EPLB)."""
+IMBALANCE_MEASURED_RANKS = 16
+A2A_NVLINK_EFFICIENCY = 153.0 / 200.0
+"""DeepEP normal kernels, intranode EP8 on H800: dispatch 153 GB/s of NVLink's 200 GB/s per
+direction (deepseek-ai/DeepEP docs/legacy.md)."""
+A2A_RDMA_EFFICIENCY = 43.0 / 50.0
+"""DeepEP normal kernels, internode EP16: 43 GB/s of a 400 Gb/s (50 GB/s) CX7 NIC."""
+ACT_BYTES = 2.0
+
+
+def gpu_imbalance(ranks: int) -> float:
+    """Max over mean routed tokens per GPU across ``ranks`` expert-parallel GPUs: 1 on one GPU,
+    the published 1.069 at 16 ranks, growing with log2(ranks) in between and beyond."""
+    if ranks <= 1:
+        return 1.0
+    return 1.0 + (IMBALANCE_MEASURED - 1.0) * math.log2(ranks) / math.log2(IMBALANCE_MEASURED_RANKS)
+
+
+class MoECost:
+    """Per-layer time and per-GPU weights of one MoE layer (see the module docstring)."""
+
+    def __init__(self, *, model: ModelPreset, gpu: GPUPreset, tensor_parallel: int,
+                 expert_parallel: int, weight_bytes: float, act_in_bytes: float, inv_c: float,
+                 inv_c_fp16: float, inv_m: float, gemm_p: float, gemm_floor_s: float,
+                 act_eff_mem: float, elem_floor_s: float, a2a_latency_s: float) -> None:
+        m, t, ep = model, int(tensor_parallel), int(expert_parallel)
+        h, E, k = m.hidden_size, m.num_experts, m.experts_per_token
+        self.k, self.E = k, E
+        self.dp = ep
+        self.gpus = t * ep
+        self.p, self.ip, self.floor = gemm_p, 1.0 / gemm_p, gemm_floor_s
+        if ep > 1:
+            if E % self.gpus:
+                raise ValueError(f"{m.name} has {E} experts, not divisible by the {self.gpus} GPUs of "
+                                 f"tensor_parallel={t} x expert_parallel={ep}")
+            self.experts_gpu = E // self.gpus
+            f = m.moe_ffn_size
+            self.pair_share = gpu_imbalance(self.gpus) / self.gpus
+        else:
+            self.experts_gpu = E
+            f = m.moe_ffn_size // t
+            self.pair_share = 1.0
+        # routed experts: per pair (FLOPs and activation bytes) and per active expert (weights)
+        self.up = (2.0 * h * 2 * f * inv_c, h * 2 * f * weight_bytes * inv_m,
+                   (h * act_in_bytes + 2 * f * ACT_BYTES) * inv_m)
+        self.down = (2.0 * f * h * inv_c, f * h * weight_bytes * inv_m,
+                     (f * act_in_bytes + h * ACT_BYTES) * inv_m)
+        self.act_per_pair = 3 * f * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
+        self.elem_floor = elem_floor_s
+        # router (FP16) and shared experts (dense, split by TP inside the rank)
+        self.router = (2.0 * h * E * inv_c_fp16, h * E * ACT_BYTES * inv_m, (h + 2 * E) * ACT_BYTES * inv_m)
+        fs = m.num_shared_experts * m.moe_ffn_size // t
+        self.shared = fs > 0
+        self.sh_up = (2.0 * h * 2 * fs * inv_c, h * 2 * fs * weight_bytes * inv_m,
+                      (h * act_in_bytes + 2 * fs * ACT_BYTES) * inv_m)
+        self.sh_down = (2.0 * fs * h * inv_c, fs * h * weight_bytes * inv_m,
+                        (fs * act_in_bytes + h * ACT_BYTES) * inv_m)
+        self.sh_act = 3 * fs * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
+        # all-to-all (expert parallelism only)
+        G = self.gpus
+        if ep > 1:
+            disp = 1.0 if act_in_bytes == 1.0 else ACT_BYTES
+            if G <= 8:  # one NVLink node
+                copies = k * (G - 1) / G
+                link = gpu.intra_node_gbytes_per_s * A2A_NVLINK_EFFICIENCY * 1e9
+            else:  # across nodes of 8 GPUs: one network copy per remote node the token's experts span
+                nodes = G / 8
+                span = min(k, m.routing_node_limit or k, nodes)
+                copies = span * (nodes - 1) / nodes
+                link = gpu.inter_node_gbytes_per_s * A2A_RDMA_EFFICIENCY * 1e9
+            self.a2a_per_token = copies * h * (disp + ACT_BYTES) / G / link
+            self.a2a_lat = 2.0 * a2a_latency_s
+        else:
+            self.a2a_per_token = 0.0
+            self.a2a_lat = 0.0
+        # weights per GPU of one MoE layer (parameters, and bytes at the tier)
+        self.weight_bytes_gpu = (self.experts_gpu * 3 * h * f * weight_bytes
+                                 + 3 * h * fs * weight_bytes + h * E * ACT_BYTES)
+
+    def _gemm(self, terms: tuple[float, float, float], pairs: float, active: float) -> float:
+        fc, wt, at = terms
+        tc = fc * pairs
+        tm = wt * active + at * pairs
+        return self.floor + (tc**self.p + tm**self.p) ** self.ip
+
+    def a2a_time_s(self, n_tokens: int) -> float:
+        """Dispatch + combine of one layer for ``n_tokens`` tokens of the replica (0 without EP)."""
+        if self.a2a_lat == 0.0 or n_tokens <= 0:
+            return 0.0
+        return self.a2a_lat + self.a2a_per_token * n_tokens
+
+    def layer_time_s(self, n_tokens: int) -> float:
+        """Router + shared + routed experts + all-to-all of one MoE layer, ``n_tokens`` in all."""
+        if n_tokens <= 0:
+            return 0.0
+        n_rank = -(-n_tokens // self.dp)
+        pairs = n_tokens * self.k * self.pair_share
+        active = self.experts_gpu * (1.0 - (1.0 - self.k / self.E) ** n_tokens)
+        t = self._gemm(self.router, n_rank, 1.0)
+        t += self._gemm(self.up, pairs, active) + self._gemm(self.down, pairs, active)
+        t += self.elem_floor + self.act_per_pair * pairs
+        if self.shared:
+            t += self._gemm(self.sh_up, n_rank, 1.0) + self._gemm(self.sh_down, n_rank, 1.0)
+            t += self.elem_floor + self.sh_act * n_rank
+        return t + self.a2a_time_s(n_tokens)

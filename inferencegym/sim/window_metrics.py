@@ -1,0 +1,177 @@
+"""Run totals and window aggregates of a cluster: the counters the event loop feeds, and the
+``WindowStats`` computed from them and from the replicas' window counters.
+
+One job: metrics. The event loop (``cluster.py``) reports arrivals, rejections and completions to a
+:class:`RunLedger`; :func:`collect_window` turns the ledger's window and the replicas'
+``ReplicaWindow`` counters into a :class:`~inferencegym.sim.metrics.WindowStats`. Whether a request
+met its SLO is ``slo.meets_slo`` (the one rule).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pct, pdict, weighted_arith_percentiles
+from .slo import meets_slo
+
+if TYPE_CHECKING:
+    from .config import TenantSpec
+    from .replica import Replica
+    from .request import Request
+
+
+class RunLedger:
+    """Run totals (submitted, completed, rejected) and the current window's arrivals, rejections and
+    completed requests with their SLO outcome (decided once, at completion, by ``slo.meets_slo``).
+    The event loop is its only writer; ``closed_done`` / ``closed_ok`` keep the last closed window's
+    completions for the envs (they read them instead of keeping their own ledgers)."""
+
+    __slots__ = ("tenants", "submitted", "completed", "rejected", "win_start_s", "win_arrivals",
+                 "win_rejections", "win_done", "win_ok", "closed_done", "closed_ok")
+
+    def __init__(self, tenants: Sequence[TenantSpec]) -> None:
+        self.tenants = tuple(tenants)
+        self.closed_done: list[Request] = []
+        self.closed_ok: list[bool] = []
+        self.submitted = 0
+        self.completed = 0
+        self.rejected = 0
+        self.win_start_s = 0.0
+        self.win_arrivals = 0
+        self.win_rejections = 0
+        self.win_done: list[Request] = []
+        self.win_ok: list[bool] = []
+
+    def settled(self) -> bool:
+        """Every submitted request completed or was rejected."""
+        return self.completed + self.rejected >= self.submitted
+
+    def reject(self, r: Request, why: str) -> None:
+        """The one place a rejection is recorded (reason on the request, counted once)."""
+        r.rejected_reason = why
+        self.rejected += 1
+        self.win_rejections += 1
+
+    def complete(self, done: list[Request]) -> None:
+        """The one place completions are counted and their SLO outcome decided."""
+        self.completed += len(done)
+        self.win_done.extend(done)
+        ten = self.tenants
+        self.win_ok.extend([meets_slo(r, ten[r.tenant]) for r in done])
+
+    def reset_window(self, now_s: float) -> None:
+        self.closed_done = self.win_done
+        self.closed_ok = self.win_ok
+        self.win_start_s = now_s
+        self.win_arrivals = 0
+        self.win_rejections = 0
+        self.win_done = []
+        self.win_ok = []
+
+
+def _arith_mean(d0, step, n, w) -> float:
+    tw = (n * w).sum()
+    if tw <= 0:
+        return math.nan
+    return float((w * (n * d0 + step * n * (n - 1) / 2)).sum() / tw)
+
+
+def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], ledger: RunLedger,
+                   now: float) -> WindowStats:
+    """Aggregates of the window from ``ledger.win_start_s`` to ``now`` (replicas synced to now)."""
+    start = ledger.win_start_s
+    dur = now - start
+    tbt = TBTRecorder()
+    tokens = 0
+    qsum = 0.0
+    preempt = 0
+    prop = acc = 0
+    occ = []
+    occ_max = 0.0
+    gpu_s = 0.0
+    cost = 0.0
+    mem = 0.0
+    alloc = used_tok = 0
+    q_tok = hit_tok = 0
+    rep_hit: dict[str, float] = {}
+    cache_occ = []
+    for rep in replicas:
+        w = rep.window_close(now)
+        tbt.extend(w.tbt)
+        tokens += w.tokens_out
+        qsum += w.quality_token_sum
+        preempt += w.preemptions
+        prop += w.spec_proposed
+        acc += w.spec_accepted
+        q_tok += w.prefix_query_tokens
+        hit_tok += w.prefix_hit_tokens
+        rep_hit[str(rep.id)] = (w.prefix_hit_tokens / w.prefix_query_tokens
+                                if w.prefix_query_tokens else math.nan)
+        cache_occ.append(rep.kv.cached_blocks / rep.kv.capacity_blocks)
+        if dur > 0:
+            occ.append(w.kv_area / dur)
+        occ_max = max(occ_max, w.kv_max, rep.kv_occupancy())
+        m = rep.model
+        gpu_s += m.gpu_count * dur
+        cost += m.gpu_hour_usd * dur / 3600.0
+        mem += (m.weight_bytes_per_gpu * m.gpu_count
+                + rep.kv.used_blocks * rep.kv.block_size * m.kv_bytes_per_token) / 1e9
+        for r in rep.running:
+            alloc += r.kv_blocks * rep.kv.block_size
+            used_tok += r.kv_tokens
+    first = [r for rep in replicas for r in rep.win.first]
+    tbt_arrays = tbt.arrays()
+    tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
+    done = ledger.win_done
+    slo_ok = ledger.win_ok
+    tstats = {}
+    for ti, ts in enumerate(tenants):
+        fd = [r for r in first if r.tenant == ti]
+        dd = [r for r in done if r.tenant == ti]
+        ok = [k for r, k in zip(done, slo_ok) if r.tenant == ti]
+        if len(tenants) == 1:
+            ttb_p = tbt_p
+        else:
+            ttb = TBTRecorder()
+            for rep in replicas:
+                ttb.extend(rep.win.ttbt[ti])
+            ttb_p = ttb.percentiles()
+        tstats[ts.name] = TenantWindowStats(
+            name=ts.name, completions=len(dd),
+            ttft_s=pdict(pct([r.first_token_s - r.arrival_s for r in fd])),
+            tbt_s=pdict(ttb_p),
+            tpot_s=pdict(pct([r.tpot_s for r in dd if r.output_tokens > 1])),
+            e2e_s=pdict(pct([r.completion_s - r.arrival_s for r in dd])),
+            slo_attainment=(sum(ok) / len(ok)) if ok else math.nan)
+    return WindowStats(
+        start_s=start, end_s=now, arrivals=ledger.win_arrivals, completions=len(done),
+        rejections=ledger.win_rejections, preemptions=preempt,
+        ttft_s=pdict(pct([r.first_token_s - r.arrival_s for r in first])),
+        tbt_s=pdict(tbt_p),
+        e2e_s=pdict(pct([r.completion_s - r.arrival_s for r in done])),
+        tpot_s=pdict(pct([r.tpot_s for r in done if r.output_tokens > 1])),
+        queueing_delay_s=pdict(pct([r.first_scheduled_s - r.arrival_s for r in first])),
+        tbt_mean_s=_arith_mean(*tbt_arrays),
+        throughput_tok_s=tokens / dur if dur > 0 else 0.0,
+        throughput_req_s=len(done) / dur if dur > 0 else 0.0,
+        goodput_req_s=sum(slo_ok) / dur if dur > 0 else 0.0,
+        slo_attainment=(sum(slo_ok) / len(slo_ok)) if slo_ok else math.nan,
+        kv_occupancy_mean=float(np.mean(occ)) if occ else 0.0,
+        kv_occupancy_max=occ_max,
+        kv_fragmentation=(alloc - used_tok) / alloc if alloc else 0.0,
+        gpu_memory_used_gb=mem,
+        queue_depth=sum(rep.queued() for rep in replicas),
+        running=sum(len(rep.running) for rep in replicas),
+        output_tokens=tokens, gpu_seconds=gpu_s, cost_usd=cost,
+        cost_per_1k_tokens=cost / (tokens / 1000.0) if tokens else math.nan,
+        spec_acceptance_rate=acc / prop if prop else math.nan,
+        quality_delta=qsum / tokens if tokens else float(np.mean([r.quality for r in replicas])),
+        prefix_hit_rate=hit_tok / q_tok if q_tok else math.nan,
+        prefix_cached_tokens=hit_tok,
+        prefix_cache_occupancy=float(np.mean(cache_occ)),
+        replica_prefix_hit_rate=rep_hit,
+        tenants=tstats)
