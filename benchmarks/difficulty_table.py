@@ -1,14 +1,16 @@
 """The difficulty table: every baseline on every single-agent task over held-out seeds.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/difficulty_table.py --episodes 20 --seed 1000 \\
-        [--tasks adversarial_multitenant,bursty_workload] [--ppo pretrained] [--no-lookahead] \\
+        [--tasks adversarial_multitenant,bursty_workload] [--ppo pretrained] [--lookahead] \\
         [--json-out FILE] [--json]
 
 Seeds 1000.. are disjoint from the search seeds of best_static / clairvoyant / phase_rule (0..N-1)
 and from the training seeds. Columns (issue 21): random, the production rules (static_default =
 vLLM's defaults, heuristic), best_static, phase_rule (the best observable rule), PPO (``--ppo
 pretrained``: the shipped ``pretrained:TASK`` module, or ``--ppo checkpoint:PATH``; ``none`` to skip),
-the clairvoyant table and the privileged ceiling ``lookahead`` (``inferencegym.evaluation.lookahead``).
+the clairvoyant table and, with ``--lookahead`` (slow: one full-episode rollout per alternative
+action per window; ``benchmarks/lookahead_table.py`` runs it on fewer seeds), the privileged
+ceiling ``lookahead`` (``inferencegym.evaluation.lookahead``).
 Prints a Markdown table (mean grade +- 95 % CI) and paired margins per task (mean of per-seed
 differences +- the project's ``ci95`` of those differences, seeds where the first is higher), and
 checks: random < static_default < heuristic <= best_static <= phase_rule on every task (phase_rule
@@ -107,12 +109,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1000)
     ap.add_argument("--tasks", default="all")
     ap.add_argument("--ppo", default="pretrained", help="pretrained | checkpoint:PATH | none")
-    ap.add_argument("--no-lookahead", action="store_true", help="skip the (slow) privileged ceiling")
+    ap.add_argument("--lookahead", action="store_true", help="also run the (slow) privileged ceiling")
+    ap.add_argument("--no-lookahead", action="store_true", help="skip the ceiling (the default)")
     ap.add_argument("--json-out", default=None, help="write every row (per-seed scores) to this file")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of Markdown")
     args = ap.parse_args()
     tasks = [t.task_id for t in list_tasks(kind="single")] if args.tasks == "all" else args.tasks.split(",")
-    rows = run(tasks, args.episodes, args.seed, args.ppo, not args.no_lookahead,
+    rows = run(tasks, args.episodes, args.seed, args.ppo, args.lookahead and not args.no_lookahead,
                log=lambda s: print(s, file=sys.stderr, flush=True))
     if args.json_out:
         with open(args.json_out, "w") as fh:
