@@ -83,6 +83,8 @@ RULES: tuple[Rule, ...] = (
          "needs a running policy endpoint; tests/test_cli_hostile_input.py runs it against a fake one"),
     Rule(r"^inferencegym evaluate --policy checkpoint:", "parse", "needs a trained checkpoint"),
     Rule(r"^inferencegym train ", "parse", "PPO on Ray for minutes"),
+    Rule(r"^inferencegym (simulate --control-task|evaluate .*--load-windows) ", "parse",
+         "control-plane episodes: a simulated day is ~15 s of CPU (docs/control_plane.md)"),
     Rule(r"^inferencegym (tune|demo|report)\b", "parse", "Ray Tune / PPO / training records: minutes"),
     Rule(r"^inferencegym (serve|server|dashboard)\b", "parse", "a server that runs until Ctrl-C"),
     Rule(r"^inferencegym replay ", "parse", "needs an OpenAI-compatible LLM endpoint"),

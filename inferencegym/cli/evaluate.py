@@ -36,8 +36,28 @@ def register(app: typer.Typer) -> None:
                                                       help="override the episode length (steps)"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON list, one object per (policy, task)"),
         mlflow: bool = typer.Option(False, "--mlflow/--no-mlflow", help="log the run to MLflow"),
+        load_windows: Optional[str] = typer.Option(None, "--load-windows",
+                                                   help="control tasks: ServeGen *__windows.parquet file"),
+        split: str = typer.Option("test", "--split", help="control tasks: days of train|validation|test"),
+        failures: bool = typer.Option(False, "--failures/--no-failures",
+                                      help="control tasks: replica crashes and stragglers"),
     ) -> None:
         """Evaluate policies: mean grade with 95% CI, p99 TTFT, throughput and cost per task."""
+        from inferencegym.cli.control import evaluate_control_rows, is_control_task, print_control_rows
+
+        if task != "all" and any(is_control_task(t) for t in _split([task])):
+            ctl = _split([task])
+            if not all(is_control_task(t) for t in ctl):
+                raise typer.BadParameter("evaluate control tasks (cluster_autoscaling, cluster_admission) "
+                                         "separately from the other tasks")
+            rows = evaluate_control_rows(_split(policy), ctl, episodes=episodes, seed=seed, split=split,
+                                         load_windows=load_windows, failures=failures,
+                                         episode_windows=episode_windows)
+            if as_json:
+                typer.echo(json.dumps(rows))
+            else:
+                print_control_rows(rows)
+            return
         from rich.console import Console
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

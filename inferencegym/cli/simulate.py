@@ -274,8 +274,26 @@ def register(app: typer.Typer) -> None:
         prefix_caching: Optional[bool] = typer.Option(None, "--prefix-caching/--no-prefix-caching",
                                                       help="automatic prefix caching on the replicas [on]"),
         json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
+        control_task: Optional[str] = typer.Option(None, help="run one episode of a control-plane task "
+                                                              "(cluster_autoscaling|cluster_admission)"),
+        autoscaler: Optional[str] = typer.Option(None, help="control task: hpa|kpa|wva|dynamo_planner|"
+                                                            "scheduled|hindsight|static"),
+        admission: Optional[str] = typer.Option(None, help="control task: admit_all|gaie_shed|token_bucket"),
+        day: Optional[int] = typer.Option(None, min=0, help="control task: day of the windows file "
+                                                            "[first test day]"),
+        load_windows: Optional[Path] = typer.Option(None, help="control task: ServeGen *__windows.parquet "
+                                                               "file [language m-large]"),
+        failures: bool = typer.Option(False, "--failures/--no-failures",
+                                      help="control task: replica crashes and stragglers"),
     ) -> None:
         """Simulate a serving cluster on a trace or Poisson arrivals and summarise latency, throughput, cost."""
+        if control_task or autoscaler or admission:
+            from inferencegym.cli.control import simulate_control
+
+            simulate_control(control_task or "cluster_autoscaling", autoscaler, admission, day,
+                             0 if seed is None else seed, str(load_windows) if load_windows else None,
+                             failures, json_out)
+            return
         given = {k: v for k, v in locals().items() if k in DEFAULTS and v is not None}
         opts = dict(DEFAULTS)
         if config is not None:

@@ -96,6 +96,8 @@ class Cluster:
         self._features = ReplicaFeatures()
         self.disagg = Disaggregation(config.num_replicas, config.decode_router)
         self.set_priority_routing(config.priority_routing)
+        self.routable: list[int] | None = None
+        """Lifecycle hook (``sim/fleet.py``): replicas that may receive new requests (None: all)."""
         if config.disaggregate:
             self.set_disaggregation(True, prefill_replicas=config.prefill_replicas)
 
@@ -262,7 +264,10 @@ class Cluster:
     def _route(self, r: Request, router) -> None:
         if router.needs_sync:
             self.sync()
-        self._place(r, router.choose(self, r, self.disagg.candidates()))
+        cands = self.disagg.candidates()
+        if self.routable and not self.disagg.on:  # lifecycle hook: serving replicas only
+            cands = self.routable
+        self._place(r, router.choose(self, r, cands))
 
     def _place(self, r: Request, rid: int) -> None:
         rep = self.replicas[rid]

@@ -1,0 +1,108 @@
+"""``ControlEnv``: the autoscaler of ``cluster_autoscaling`` as a Gymnasium agent.
+
+Every control interval (15 s) the agent sets the target replica count (``Discrete(max_replicas +
+1)``, clamped to at least one). Observation (float32, ``OBS_NAMES``): what the production
+controllers read (serving / starting / draining replicas, target, queue and KV per serving
+replica, running requests, arrival rate over the last interval and minute) plus time of day.
+Reward: ``-w * GPU-seconds of the step / GPU-seconds of the full fleet over the episode`` every
+step and ``(1 - w) * SLO attainment`` at the end, so the return is the task's grade minus ``w``.
+Episodes use the training days by default (``split``), one (day, seed) per ``reset(seed=...)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from inferencegym.sim.config import ClusterConfig, ReplicaConfig
+from inferencegym.sim.fleet import Fleet, FleetConfig
+from inferencegym.tasks.control import (DEFAULT_WINDOWS, WINDOWS_PER_DAY, arrivals, day_rates, day_split,
+                                        episode_windows, get_control_task, grade, lifecycle_config,
+                                        load_windows)
+
+OBS_NAMES = ("ready_frac", "starting_frac", "draining_frac", "target_frac", "queue_mean_5", "queue_max_5",
+             "kv_mean", "running_per_capacity", "rate_interval_frac", "rate_minute_frac", "tod_sin", "tod_cos")
+
+
+class ControlEnv(gym.Env):
+    metadata = {"render_modes": []}
+
+    def __init__(self, task_id: str = "cluster_autoscaling", *, split: str = "train",
+                 load_windows_path: str | None = None, failures: bool = False,
+                 episode_windows_override: int | None = None) -> None:
+        self.task = get_control_task(task_id)
+        if self.task.fixed_replicas:
+            raise ValueError(f"ControlEnv drives an autoscaler; {task_id!r} has a fixed fleet")
+        if episode_windows_override is not None:
+            import dataclasses
+
+            self.task = dataclasses.replace(self.task, episode_s=episode_windows_override * self.task.window_s)
+        self.windows = load_windows(str(load_windows_path or DEFAULT_WINDOWS))
+        self.days = day_split(len(self.windows))[split]
+        self.lc = lifecycle_config(self.task, failures)
+        t = self.task
+        self.action_space = gym.spaces.Discrete(t.max_replicas + 1)
+        self.observation_space = gym.spaces.Box(-1.0, np.inf, shape=(len(OBS_NAMES),), dtype=np.float32)
+        self.fleet: Fleet | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        t = self.task
+        s = int(self.np_random.integers(2**31)) if seed is None else int(seed)
+        day = int((options or {}).get("day", self.days[s % len(self.days)]))
+        rates = day_rates(t, self.windows, day)
+        a_rng, f_rng = np.random.default_rng([s, day]).spawn(2)
+        arr = arrivals(t, rates, a_rng)
+        self.w0, nw = episode_windows(t, rates)
+        self.episode_s = nw * t.window_s
+        cc = ClusterConfig(replica=ReplicaConfig(model=t.model, gpu=t.gpu, tensor_parallel=t.tensor_parallel),
+                           router="least_outstanding_requests", tenants=t.tenants())
+        self.fleet = Fleet(cc, FleetConfig(lifecycle=self.lc, tenant_tiers=t.tenant_tiers()), arr, rng=f_rng)
+        self.max_gpu_s = t.max_replicas * self.fleet.lifecycle.gpus * self.episode_s
+        self.day, self.seed_ = day, s
+        return self._obs(), {"day": day, "seed": s}
+
+    def step(self, action):
+        f = self.fleet
+        if f is None:
+            raise RuntimeError("call reset() before step()")
+        t = self.task
+        g0 = f.lifecycle.gpu_seconds(f.now_s)
+        f.set_target(min(t.max_replicas, max(1, int(action))))
+        f.run_until(min(self.episode_s, f.now_s + t.interval_s))
+        reward = -t.grade_cost_weight * (f.lifecycle.gpu_seconds(f.now_s) - g0) / self.max_gpu_s
+        done = f.now_s >= self.episode_s - 1e-9
+        info: dict[str, Any] = {}
+        if done:
+            f.finish()
+            s = f.summary()
+            s["episode_s"] = self.episode_s
+            reward += (1 - t.grade_cost_weight) * s["slo_attainment"]
+            info = {"summary": s, "score": grade(t, s)}
+        return self._obs(), float(reward), done, False, info
+
+    def observation(self):
+        return self.fleet.observe()
+
+    def _obs(self) -> np.ndarray:
+        o = self.fleet.observe()
+        t = self.task
+        n = t.max_replicas
+        h = o.history
+        full = n * t.capacity_rps
+        k_int = max(1, int(round(t.interval_s / o.tick_s)))
+        k_min = max(1, int(round(60.0 / o.tick_s)))
+        a_int = h["arrivals"][-k_int:]
+        a_min = h["arrivals"][-k_min:]
+        r_int = sum(a_int) / (len(a_int) * o.tick_s) if a_int else 0.0
+        r_min = sum(a_min) / (len(a_min) * o.tick_s) if a_min else 0.0
+        phase = 2 * math.pi * ((self.w0 + o.now_s / t.window_s) / WINDOWS_PER_DAY)
+        q = o.queue or [0]
+        x = [o.ready / n, o.starting / n, o.draining / n, o.target / n, float(np.mean(q)) / 5.0,
+             float(max(q)) / 5.0, float(np.mean(o.kv)) if o.kv else 0.0,
+             (sum(o.running) + sum(o.queue)) / max(1, o.ready) / t.concurrency_at_capacity,
+             r_int / full, r_min / full, math.sin(phase), math.cos(phase)]
+        return np.asarray(x, dtype=np.float32)
