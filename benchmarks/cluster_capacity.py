@@ -1,6 +1,6 @@
 """Measure the per-replica capacity constants (``capacity_rps``) of the cluster tasks.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_capacity.py [--seeds 3] [--duration-s 60]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_capacity.py [--seeds 3] [--duration-s 60] [--tasks cluster_cpu_kv]
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_capacity.py --single --seeds 2 --duration-s 120
 
 For every cluster task and every entry of its ``replica_hardware`` pattern, one replica with the
@@ -35,10 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration-s", type=float, default=60.0)
     ap.add_argument("--single", action="store_true",
                     help="the single-agent tasks instead (their engine profile and vllm-2023)")
+    ap.add_argument("--tasks", default=",".join(CLUSTER_TASK_IDS),
+                    help="comma-separated cluster tasks (default: all of them)")
     args = ap.parse_args(argv)
     if args.single:
         return _single(args.seeds, args.duration_s)
-    for tid in CLUSTER_TASK_IDS:
+    for tid in [t for t in args.tasks.split(",") if t]:
         spec = get_task(tid)
         for (gpu, tp), shipped in zip(spec.cluster.replica_hardware, spec.cluster.capacity_rps):
             vals = [measure_capacity_rps(spec, gpu, tp, seed=s, duration_s=args.duration_s)

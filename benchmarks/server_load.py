@@ -1,6 +1,7 @@
 """Bounded load test of the OpenEnv server: honest sessions with and without one abusive client.
 
     python benchmarks/server_load.py [--clients 32] [--steps 60] [--abuse-requests 400] [--json]
+    python benchmarks/server_load.py --scenario flood [--clients 32] [--steps 60] [--json]
 
 The server runs under uvicorn on 127.0.0.1 in a subprocess (default limits: 64 sessions, half of
 them per client, 1 MB bodies). Every client has its own loopback source address (127.0.0.10.. for
@@ -14,6 +15,14 @@ clients. Phases, each bounded in requests and time:
 
 Reported: honest errors (any non-200), honest step latency p50/p99 per phase, the abuser's status
 codes, server RSS (``/proc/<pid>/status`` VmRSS) before, after phase 1 and after phase 2.
+
+``--scenario flood`` (issue 25) runs instead: unloaded, then the honest clients while one client
+(127.0.0.2) floods ``/baseline`` (all rows, a new seed each call) from 44 connections and
+``/grader`` replays from 4, back to back, then while it floods WebSocket sessions (opens sockets as fast as it is
+answered, resets each one it keeps, sends ``[]`` and a 1.2 MB frame on each), then unloaded again.
+It reports honest p99 per phase and its ratio to the unloaded median, every response >= 500
+(honest and abuser), the abuser's answers, and whether another client (127.0.0.3) can still open a
+WebSocket session during the flood.
 """
 
 from __future__ import annotations
@@ -98,17 +107,21 @@ def abusive(url: str, max_requests: int, stop: threading.Event, codes: collectio
             n += 1
 
 
-def run_phase(url: str, clients: int, steps: int, abuse: int | None) -> dict:
+def run_phase(url: str, clients: int, steps: int, abuse: int | None, abuser=None) -> dict:
     lat: list[float] = []
     errors: list[str] = []
     codes: collections.Counter = collections.Counter()
     barrier = threading.Barrier(clients)
     threads = [threading.Thread(target=honest, args=(url, i, steps, lat, errors, barrier)) for i in range(clients)]
     stop = threading.Event()
-    ab = threading.Thread(target=abusive, args=(url, abuse, stop, codes)) if abuse else None
-    t0 = time.perf_counter()
+    abuser = abuser or abusive
+    ab = threading.Thread(target=abuser, args=(url, abuse, stop, codes)) if abuse else None
     if ab:
         ab.start()
+        ready = getattr(abuser, "ready", None)
+        if ready is not None:  # a flood in its own process: start the honest clients once it runs
+            ready.wait(180)
+    t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
@@ -129,6 +142,8 @@ def main() -> None:
     ap.add_argument("--abuse-requests", type=int, default=400)
     ap.add_argument("--tree", default=None,
                     help="run the server from this source tree (e.g. an older checkout, for a before/after)")
+    ap.add_argument("--scenario", choices=["malformed", "flood"], default="malformed",
+                    help="malformed: the issue-17 abuser; flood: /baseline and WebSocket floods (issue 25)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not 1 <= args.clients <= 200 or not 1 <= args.steps <= 1000 or not 1 <= args.abuse_requests <= 10_000:
@@ -156,6 +171,14 @@ def main() -> None:
             time.sleep(0.2)
         out = {"rss_mb_start": rss_mb(proc.pid)}
         run_phase(url, 2, 5, None)  # warm-up (imports, first env build)
+        if args.scenario == "flood":
+            from server_flood import flood_report, run_flood_phases
+
+            out.update(run_flood_phases(url, proc.pid, args.clients, args.steps, 100 * args.abuse_requests,
+                                        run_phase, rss_mb))
+            out["args"] = vars(args)
+            print(json.dumps(out, indent=1) if args.json else flood_report(out))
+            return
         out["rss_mb_warm"] = rss_mb(proc.pid)
         out["unloaded"] = run_phase(url, args.clients, args.steps, None)
         out["rss_mb_after_unloaded"] = rss_mb(proc.pid)

@@ -70,9 +70,18 @@ def test_prefix_episodes_are_seeded_and_carry_hash_chains(tid):
     assert len(with_chain) > 0.8 * len(a)
     for r in with_chain:  # whole 16-token blocks of the prompt, never more
         assert len(r.block_hashes) <= r.prompt_tokens // 16
-    # sharing: many requests start with a block another request started with
-    firsts = [r.block_hashes[0] for r in with_chain]
-    assert len(set(firsts)) < 0.5 * len(firsts)
+    # sharing: a large share of the prompt blocks were sent before (what a prefix cache can hit)
+    seen, blocks, again = set(), 0, 0
+    for r in with_chain:
+        blocks += len(r.block_hashes)
+        again += sum(h in seen for h in r.block_hashes)
+        seen.update(r.block_hashes)
+    assert again > 0.25 * blocks
+    if w.prefix.unique_share is not None and w.prefix.unique_share <= 0.3:
+        # and most requests start with a block another request started with (cluster_cpu_kv's
+        # Mooncake fit has 45 % unique prompts, so only its long shared documents repeat)
+        firsts = [r.block_hashes[0] for r in with_chain]
+        assert len(set(firsts)) < 0.5 * len(firsts)
 
 
 def test_multiturn_turns_extend_the_previous_context():

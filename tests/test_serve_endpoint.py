@@ -168,6 +168,11 @@ BAD_BODIES = {
     "short_in_batch": lambda d: ({"observations": [[0.0] * d, [0.0] * 9]},
                                  f"observations[1]: expected shape ({d},), got (9,)"),
     "not_numbers": lambda d: ({"observation": "abc"}, "expected numbers"),
+    # issue 25: strict numbers only (numpy would read "0.5" as 0.5)
+    "numeric_strings": lambda d: ({"observation": ["0.5"] * d}, "not numeric strings"),
+    "numeric_string_in_batch": lambda d: ({"observations": [[0.5] * d, [0.5] * (d - 1) + ["1e-3"]]},
+                                          "observations[1]: expected numbers, got a string"),
+    "null_in_observation": lambda d: ({"observation": [None] * d}, "expected numbers, got null"),
     "empty_batch": lambda d: ({"observations": []}, "empty"),
 }
 
@@ -212,6 +217,11 @@ def test_non_finite_huge_and_oversized_inputs_are_refused_cleanly(endpoint):
         "huge_int": f'{{"observation": [{"9" * 401}, {rest}]}}',
         "float32_overflow": f'{{"observation": [1e39, {rest}]}}',
         "nan_in_extra_field": '{"observation": [0.0], "x": NaN}',
+        # issue 25: lone surrogates and deep nesting are a 4xx with one line, never a 500
+        "lone_surrogate": '{"observation": "\\ud800"}',
+        "lone_surrogate_key": '{"\\udc00": [0.5]}',
+        "lone_surrogate_in_batch": f'{{"observations": [[{rest}, "\\ud800"]]}}',
+        "deep_nesting": '{"observation": ' + "[" * 3000 + "]" * 3000 + "}",
         "huge_int_extra_field": '{"observations": [[0.0]], "y": ' + "9" * 401 + "}",
     }
     with httpx.Client(timeout=60) as c:
@@ -219,6 +229,9 @@ def test_non_finite_huge_and_oversized_inputs_are_refused_cleanly(endpoint):
             r = c.post(f"{url}/act", content=body.encode(), headers={"content-type": "application/json"})
             assert r.status_code == 422, (name, r.status_code, r.text[:300])
             assert len(r.content) < 2000, name  # never echoes the input back whole
+        for name in ("lone_surrogate", "lone_surrogate_key", "lone_surrogate_in_batch", "deep_nesting"):
+            r = c.post(f"{url}/act", content=bodies[name].encode(), headers={"content-type": "application/json"})
+            assert ("surrogate" if "surrogate" in name else "nests") in r.json()["detail"]["error"], name
         assert "overflows float32" in c.post(f"{url}/act", content=bodies["float32_overflow"].encode(),
                                              headers={"content-type": "application/json"}).text
         big = b'{"observations": [' + b",".join([b"[" + b"0.5," * (D - 1) + b"0.5]"] * 50000) + b"]}"
@@ -252,7 +265,8 @@ def test_schema_fuzz_of_the_serve_endpoint_never_5xx(endpoint):
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     ops = [r.ok() for r in schema.get_all_operations()]
     assert "POST /act" in {f"{op.method.upper()} {op.path}" for op in ops}
-    lits = ("NaN", "Infinity", "-Infinity", "1e400", "9" * 401, "1e39")
+    lits = ("NaN", "Infinity", "-Infinity", "1e400", "9" * 401, "1e39", '"\\ud800"', '"0.5"',
+            "[" * 2000 + "]" * 2000)
     with httpx.Client(base_url=url, timeout=60) as c:
         for op in ops:
             @settings(max_examples=20, deadline=None,
@@ -271,3 +285,64 @@ def test_schema_fuzz_of_the_serve_endpoint_never_5xx(endpoint):
                     assert r.status_code < 500, f"{text[:200]} -> {r.status_code}: {r.text[:300]}"
 
             check()
+
+
+def _listening_sockets(pid: int) -> list[str]:
+    """Local addresses (hex, as in /proc/net/tcp*) of the TCP sockets ``pid`` listens on."""
+    import os
+    import re
+
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            m = re.match(r"socket:\[(\d+)\]", os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+        if m:
+            inodes.add(m.group(1))
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # 0A = LISTEN
+                    out.append(cols[1].split(":")[0])
+    return out
+
+
+def test_the_serve_replica_listens_on_loopback_only(endpoint):
+    """Issue 25: Ray Serve starts each replica's gRPC server on [::] (every interface); the
+    deployment rebinds it to the node IP, 127.0.0.1 on this loopback-only Ray."""
+    import os
+    import sys
+
+    import ray
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc (Linux)")
+    node = ray._private.worker._global_node
+    raylet = getattr(node, "all_processes", {}).get("raylet")
+    raylet_pid = raylet[0].process.pid if raylet else None
+    replicas = [int(p) for p in filter(str.isdigit, os.listdir("/proc"))
+                if _cmd(p).startswith("ray::ServeReplica:inferencegym-policy")
+                and (raylet_pid is None or _ppid(p) == raylet_pid)]
+    assert replicas, "no Serve replica process found"
+    any_v4, any_v6 = "00000000", "00000000000000000000000000000000"
+    for pid in replicas:
+        addrs = _listening_sockets(pid)
+        assert addrs, pid
+        assert any_v4 not in addrs and any_v6 not in addrs, (pid, addrs)
+
+
+def _cmd(pid: str) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _ppid(pid: str) -> int | None:
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

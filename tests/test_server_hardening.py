@@ -14,7 +14,7 @@ import pytest
 from fakes.live import live_server
 from inferencegym.envs.serve_env import LLMServeEnv
 from inferencegym.apps.env_server.app import build_app
-from inferencegym.apps.env_server.limits import BaselineGate, BusyError
+from inferencegym.apps.env_server.limits import BusyError, EpisodePool, ResultCache
 from inferencegym.apps.http_security import API_KEY_ENV, HTTPLimits, RedactSessionIds
 
 JSON = {"content-type": "application/json"}
@@ -23,7 +23,7 @@ JSON = {"content-type": "application/json"}
 @pytest.fixture(scope="module")
 def server_url():
     with live_server(build_app(max_sessions=32, idle_timeout_s=600, max_sessions_per_client=32,
-                               limits=HTTPLimits(max_body_bytes=200_000))) as url:
+                               limits=HTTPLimits(max_body_bytes=200_000), episode_processes=False)) as url:
         yield url
 
 
@@ -186,15 +186,31 @@ def test_metrics_endpoint(http):
     assert "secret-id-123" not in http.get("/metrics").text
 
 
-def test_baseline_gate_is_bounded():
-    gate = BaselineGate(concurrency=1, cache_entries=2, wait_s=0.01)
-    calls = []
+def test_episode_pool_and_result_cache_are_bounded():
+    import asyncio
+    import threading
+
+    cache = ResultCache(2)
     for k in range(4):
-        gate.cached(k, lambda k=k: calls.append(k) or k)
-    assert len(gate) == 2 and gate.cached(3, lambda: 99) == 3  # LRU kept the newest
-    with gate.slot():
-        with pytest.raises(BusyError):
-            gate.cached("new", lambda: 1)
+        cache.put(k, k)
+    assert len(cache) == 2 and cache.get(3) == 3 and cache.get(0) is None  # LRU kept the newest
+
+    pool = EpisodePool("test", workers=1, max_queued=1, retry_after_s=3)
+    release = threading.Event()
+
+    async def scenario():
+        first = asyncio.ensure_future(pool.run(lambda: release.wait(10) and 1))
+        second = asyncio.ensure_future(pool.run(lambda: 2))
+        await asyncio.sleep(0.05)
+        assert pool.admitted == 2
+        with pytest.raises(BusyError) as busy:  # refused at once, not after a wait
+            await asyncio.wait_for(pool.run(lambda: 3), timeout=1)
+        assert busy.value.retry_after_s == 3
+        release.set()
+        assert await first == 1 and await second == 2 and pool.admitted == 0
+
+    asyncio.run(scenario())
+    pool.shutdown()
 
 
 def test_socket_bind_to_other_loopback_addresses_works():

@@ -49,7 +49,9 @@ def in_process_episode(task_id: str, seed: int, steps: int | None = None):
 
 @pytest.fixture(scope="module")
 def server_url():
-    with live_server(build_app(max_sessions=16, max_sessions_per_client=16, idle_timeout_s=600)) as url:
+    # episodes on the pool's own thread (fast on a busy machine); the worker process is tested below
+    with live_server(build_app(max_sessions=16, max_sessions_per_client=16, idle_timeout_s=600,
+                               episode_processes=False)) as url:
         yield url
 
 
@@ -257,6 +259,21 @@ def test_baseline_is_deterministic_and_matches_in_process(http):
         assert (r["scores"] is not None and 0 <= r["score_mean"] <= 1) or r["error"]
     bad = http.get("/baseline", params={"policy": "nope"})
     assert bad.status_code == 422 and "heuristic" in bad.text
+
+
+def test_baseline_and_replay_in_the_worker_process_match_in_process():
+    """The production path: episodes in the spawned, niced worker process give the same rows and
+    replay grades as in process (generous timeouts: at nice 19 the worker yields to everything)."""
+    actions = [{"batch_cap": 32 * (1 + i % 4), "kv_budget_fraction": 0.8} for i in range(6)]
+    params = {"policy": "static_default", "task_id": "static_workload", "seed": 3}
+    with live_server(build_app(max_sessions=4)) as url, httpx.Client(base_url=url, timeout=600) as c:
+        row = c.get("/baseline", params=params).json()["results"][0]
+        graded = c.post("/grader", json={"task_id": "bursty_workload", "seed": 9, "actions": actions}).json()
+    from inferencegym.apps.env_server.episodes import baseline_row, replay_summary
+
+    assert row == baseline_row("static_default", "static_workload", 3, 1)
+    expected = replay_summary("bursty_workload", 9, actions)
+    assert graded["score"] == expected["score"] and graded["steps"] == expected["steps"] == 6
 
 
 def test_suggest_returns_a_valid_baseline_action(http):

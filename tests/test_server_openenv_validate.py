@@ -93,3 +93,24 @@ def test_validator_rejects_a_broken_manifest(tmp_path, bad):
                                            "app: a:app\nport: 1\n" + bad)
     res = _openenv("validate", str(tmp_path), "--level", "static", "--skip-build", "--json")
     assert res.returncode != 0
+
+
+def test_docs_name_only_paths_and_modules_that_exist():
+    """Issue 25: docs/openenv.md named ``inferencegym/apps/env_apps/...``, which does not exist.
+    Every repository path and ``inferencegym.x.y`` module the OpenEnv and serving pages name is real."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for page in ("docs/openenv.md", "docs/serving.md", "docs/threat_model.md"):
+        text = (root / page).read_text()
+        for path in re.findall(r"`(inferencegym/[\w/.]+)`", text):
+            assert (root / path).exists(), f"{page} names {path}, which does not exist"
+        for mod in set(re.findall(r"\b(inferencegym(?:\.\w+)+)(?::\w+)?", text)):
+            parts = mod.split(".")
+            found = any(importlib.util.find_spec(".".join(parts[:n])) is not None
+                        for n in range(len(parts), 1, -1)
+                        if (root / "/".join(parts[:n])).with_suffix(".py").exists()
+                        or (root / "/".join(parts[:n])).is_dir())
+            assert found, f"{page} names {mod}, which is no module"

@@ -80,3 +80,42 @@ def test_web_page_runs_steps_in_headless_chromium(tmp_path):
     out_dir = os.environ.get("INFERENCEGYM_SCREENSHOT_DIR")
     if out_dir:  # keep the artefact when asked (docs)
         shutil.copy(shot, Path(out_dir) / "web.png")
+
+
+def test_chart_leaves_a_gap_for_windows_without_first_tokens():
+    """Issue 25: a window without first tokens (the env reports ttft 0 with first_tokens = 0) is a
+    gap in the chart, never a point at p99 TTFT = 0. The page's own chart.js, run under Node."""
+    import json
+
+    node = shutil.which("node")
+    if node is None:
+        msg = "node not found: install it with `apt-get install -y nodejs`"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    static = Path(__file__).resolve().parents[1] / "inferencegym" / "apps" / "env_server" / "static"
+    history = [{"ttft_p50_s": 0.1, "ttft_p99_s": 0.2, "first_tokens": 1.0, "tbt_p99_s": 0.02, "tbt_samples": 1.0},
+               {"ttft_p50_s": 0.0, "ttft_p99_s": 0.0, "first_tokens": 0.0, "tbt_p99_s": 0.03, "tbt_samples": 1.0},
+               {"ttft_p50_s": 0.0, "ttft_p99_s": 0.0, "first_tokens": 0.0, "tbt_p99_s": 0.0, "tbt_samples": 0.0},
+               {"ttft_p50_s": 0.2, "ttft_p99_s": 0.4, "first_tokens": 1.0, "tbt_p99_s": 0.01, "tbt_samples": 1.0}]
+    script = (f"const c = require({json.dumps(str(static / 'chart.js'))});"
+              f"const h = {json.dumps(history)};"
+              "console.log(JSON.stringify(Object.fromEntries(['ttft_p50_s', 'ttft_p99_s', 'tbt_p99_s']"
+              ".map((k) => [k, c.seriesPoints(h, k)]))));")
+    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    points = json.loads(out.stdout)
+    assert points["ttft_p99_s"] == [0.2, None, None, 0.4]
+    assert points["ttft_p50_s"] == [0.1, None, None, 0.2]
+    assert points["tbt_p99_s"] == [0.02, 0.03, None, 0.01]
+    # the page loads it and draws from it
+    html = (static / "index.html").read_text()
+    assert html.index("/web/static/chart.js") < html.index("/web/static/app.js")
+    assert "seriesPoints(h, k)" in (static / "app.js").read_text()
+    # and the env really flags such windows (the flag the chart reads)
+    from inferencegym.envs.serve_env import LLMServeEnv
+
+    env = LLMServeEnv("static_workload")
+    _, info = env.reset(seed=0)
+    _, _, _, _, info = env.step(env.action_space.sample())
+    assert info["sim/first_tokens"] in (0.0, 1.0) and "sim/tbt_samples" in info

@@ -1,5 +1,6 @@
 """What both HTTP faces (the OpenEnv server and the Ray Serve policy endpoint) put in front of their
-routes: a body-size limit, a Host-header check, optional API-key auth, a JSON-safe 422 handler,
+routes: a body-size limit, a strict JSON reader (no lone surrogates, bounded nesting), the same
+limits on every WebSocket frame, a Host-header check, optional API-key auth, JSON-safe 4xx handlers,
 Prometheus metrics and an access log without credentials.
 
 Everything here is pure ASGI or a FastAPI hook, so it works the same under uvicorn and under Ray
@@ -23,6 +24,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from inferencegym.apps.json_guard import MAX_JSON_DEPTH, JSONBodyGuardMiddleware, scrub, scrub_all
+from inferencegym.apps.peers import Network, parse_proxies, trusted_proxies_from_env
+from inferencegym.apps.ws_guard import FrameValidator, WebSocketGuard
 
 API_KEY_ENV = "INFERENCEGYM_API_KEY"
 """Environment variable holding the API key; when it is set, every route but the health checks
@@ -49,12 +54,24 @@ class HTTPLimits:
     """Environment variable read for the API key (unset or empty: no auth)."""
     metrics: bool = True
     """Serve Prometheus metrics at ``GET /metrics``."""
+    trusted_proxies: tuple[str, ...] = field(default_factory=lambda: trusted_proxies_from_env())
+    """Proxy addresses / CIDR networks whose ``X-Forwarded-For`` (``X-Real-IP``, ``Forwarded``) is
+    believed for the per-client limits (default none; env ``INFERENCEGYM_TRUSTED_PROXIES``)."""
+    max_json_depth: int = MAX_JSON_DEPTH
+    """Deepest array/object nesting of a request body or WebSocket frame (422 / error frame)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_body_bytes <= 1 << 30:
             raise ValueError(f"max_body_bytes must be in [1, 2**30], got {self.max_body_bytes}")
         if not self.allowed_hosts:
             raise ValueError("allowed_hosts is empty: give at least one host name, or '*' for any")
+        if not 2 <= self.max_json_depth <= 512:
+            raise ValueError(f"max_json_depth must be in [2, 512], got {self.max_json_depth}")
+        parse_proxies(self.trusted_proxies)  # a bad entry is a one-line ValueError here
+
+    @property
+    def proxy_networks(self) -> tuple[Network, ...]:
+        return parse_proxies(self.trusted_proxies)
 
 
 def allowed_hosts_from_env() -> tuple[str, ...]:
@@ -176,13 +193,13 @@ def json_safe(x: Any, *, max_chars: int = MAX_ECHO_CHARS) -> Any:
             return x
         return f"<integer with {len(str(abs(x)))} digits>"
     if isinstance(x, str):
-        return x if len(x) <= max_chars else x[:max_chars] + f"... ({len(x)} chars)"
+        return scrub(x, max_chars)  # cut, and lone surrogates written out (never unencodable)
     if isinstance(x, (bytes, bytearray)):
         return f"<{len(x)} bytes>"
     if isinstance(x, dict):
         if len(x) > 16:
             return f"<object with {len(x)} keys>"
-        return {str(k)[:max_chars]: json_safe(v, max_chars=max_chars) for k, v in x.items()}
+        return {scrub(str(k), max_chars): json_safe(v, max_chars=max_chars) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         if len(x) > 16:
             return f"<array of {len(x)} items>"
@@ -196,11 +213,22 @@ async def validation_error_handler(request: Request, exc: RequestValidationError
     errors = []
     for e in exc.errors()[:20]:
         item = {"loc": json_safe(list(e.get("loc", ())), max_chars=64),
-                "msg": str(e.get("msg", ""))[:200], "type": str(e.get("type", ""))[:64]}
+                "msg": scrub(str(e.get("msg", "")), 200), "type": scrub(str(e.get("type", "")), 64)}
         if "input" in e:
             item["input"] = json_safe(e["input"])
         errors.append(item)
     return JSONResponse(status_code=422, content={"detail": errors})
+
+
+async def http_exception_handler(request: Request, exc: StarletteHTTPException) -> Any:
+    """Starlette's handler, with every string of ``detail`` made encodable (a route's message may
+    quote client input)."""
+    from fastapi.responses import Response
+
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=getattr(exc, "headers", None))
+    return JSONResponse(status_code=exc.status_code, content={"detail": scrub_all(exc.detail)},
+                        headers=getattr(exc, "headers", None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,16 +307,24 @@ def metrics_response(registry: Any) -> Any:
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def harden_app(app: FastAPI, limits: HTTPLimits, *, metrics_prefix: str) -> Any:
-    """Install the handler and middlewares on ``app``; returns the metrics registry (or None).
+def harden_app(app: FastAPI, limits: HTTPLimits, *, metrics_prefix: str,
+               ws_max_per_client: int = 32,
+               ws_validators: dict[str, FrameValidator] | None = None) -> Any:
+    """Install the handlers and middlewares on ``app``; returns the metrics registry (or None).
 
-    Order, outermost first: Host check -> API key -> body limit -> metrics -> the app."""
+    Order, outermost first: Host check -> API key -> WebSocket guard -> body limit -> JSON guard ->
+    metrics -> the app. ``ws_validators`` maps a WebSocket path to its frame check."""
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_exception_handler)
     registry = None
     if limits.metrics:
         registry, requests, latency = metrics_registry(metrics_prefix)
         app.add_middleware(MetricsMiddleware, requests=requests, latency=latency)
+    app.add_middleware(JSONBodyGuardMiddleware, max_depth=limits.max_json_depth)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=limits.max_body_bytes)
+    app.add_middleware(WebSocketGuard, max_frame_bytes=limits.max_body_bytes,
+                       max_per_client=ws_max_per_client, trusted=limits.proxy_networks,
+                       validators=ws_validators, max_depth=limits.max_json_depth)
     key = os.environ.get(limits.api_key_env, "")
     if key:
         app.add_middleware(APIKeyMiddleware, key=key)
@@ -301,4 +337,4 @@ def harden_app(app: FastAPI, limits: HTTPLimits, *, metrics_prefix: str) -> Any:
 
 __all__ = ["HTTPLimits", "harden_app", "BodySizeLimitMiddleware", "APIKeyMiddleware",
            "MetricsMiddleware", "RedactSessionIds", "json_safe", "validation_error_handler",
-           "metrics_response", "API_KEY_ENV", "ALLOWED_HOSTS_ENV", "DEFAULT_ALLOWED_HOSTS"]
+           "metrics_response", "http_exception_handler", "API_KEY_ENV", "ALLOWED_HOSTS_ENV", "DEFAULT_ALLOWED_HOSTS"]

@@ -21,14 +21,14 @@ def register(app: typer.Typer) -> None:
         """Serve the single-agent tasks over OpenEnv's HTTP/WebSocket protocol (web page at /web)."""
         import uvicorn
 
-        from inferencegym.apps.env_server.app import build_app  # lazy: FastAPI, openenv, the envs (~9 s)
+        from inferencegym.apps.env_server.app import build_app, uvicorn_options  # lazy: ~9 s
         from inferencegym.apps.http_security import HTTPLimits  # lazy: FastAPI (~0.6 s)
 
         if max_sessions_per_client is not None and max_sessions_per_client > max_sessions:
             raise typer.BadParameter(f"--max-sessions-per-client ({max_sessions_per_client}) exceeds "
                                      f"--max-sessions ({max_sessions})")
+        limits = HTTPLimits(max_body_bytes=max_body_bytes)
         app = build_app(max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
-                        max_sessions_per_client=max_sessions_per_client,
-                        limits=HTTPLimits(max_body_bytes=max_body_bytes))
+                        max_sessions_per_client=max_sessions_per_client, limits=limits)
         typer.echo(f"InferenceGym OpenEnv server on http://{host}:{port} (web page: /web, API docs: /docs)")
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.run(app, host=host, port=port, log_level="info", **uvicorn_options(limits))

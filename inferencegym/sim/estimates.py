@@ -38,11 +38,25 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
     replica ``rep`` (read through :class:`~inferencegym.sim.views.RouterReplicaView`), of
     which ``cached_tokens`` are in the replica's prefix cache and are not prefilled."""
     chunk = max(1, rep.cfg.chunk_size)
-    cap = rep.cfg.batch_cap
     running = rep.running
-    slots = [0.0] * max(0, cap - len(running))
-    ahead = 0
+    # The free slots (all 0.0) are kept as a count beside the heap of the running requests' release
+    # times: the same multiset of values popped in the same order as one heap of every slot (a pop
+    # takes a free slot while none of the heap is below 0.0), without heapifying ``batch_cap`` zeros.
+    zeros = rep.cfg.batch_cap - len(running)
+    if zeros < 0:
+        zeros = 0
     clair = expected_output_tokens is None
+    if zeros and not clair and expected_output_tokens >= 0.0 and not (rep.prio_waiting or rep.waiting):
+        # nothing queued, a free slot, no release time below 0: the request starts now (the common
+        # case for the router feature); only the prefill ahead of it counts
+        ahead = 0
+        for r in running:
+            left = r.prefill_target - r.prefilled_tokens
+            if left > 0:
+                ahead += left
+        return 0.0 + (ahead + prompt_tokens - cached_tokens) / chunk
+    slots = []
+    ahead = 0
     for r in running:
         left = r.prefill_target - r.prefilled_tokens
         if left < 0:
@@ -50,14 +64,27 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
         ahead += left
         rem = (r.output_tokens - r.generated_tokens) if clair else expected_output_tokens
         slots.append(left / chunk + rem)
-    heapq.heapify(slots)
-    for q in (rep.prio_waiting, rep.waiting):
-        for r in q:
-            t = heapq.heappop(slots) if slots else 0.0
-            ahead += r.prompt_tokens
-            out = r.output_tokens if clair else expected_output_tokens
-            heapq.heappush(slots, t + r.prompt_tokens / chunk + out)
-    start = slots[0] if slots else 0.0
+    if rep.prio_waiting or rep.waiting:
+        heapq.heapify(slots)
+        for q in (rep.prio_waiting, rep.waiting):
+            for r in q:
+                if zeros and (not slots or slots[0] >= 0.0):
+                    zeros -= 1
+                    t = 0.0
+                else:
+                    t = heapq.heappop(slots) if slots else 0.0
+                ahead += r.prompt_tokens
+                out = r.output_tokens if clair else expected_output_tokens
+                heapq.heappush(slots, t + r.prompt_tokens / chunk + out)
+        low = slots[0] if slots else None
+    else:
+        low = min(slots) if slots else None
+    if low is None:
+        start = 0.0
+    elif zeros and low >= 0.0:
+        start = 0.0
+    else:
+        start = low
     return start + (ahead + prompt_tokens - cached_tokens) / chunk
 
 

@@ -18,18 +18,6 @@ FEATURE_NAMES = ("queue_len", "oldest_wait_s", "mean_wait_s", "running", "kv_occ
 """Columns of ``Cluster.replica_features()``."""
 
 
-def _p90(values) -> float:
-    """p90 with linear interpolation (numpy's default) of a short deque; 0 when empty. Pure Python:
-    np.percentile costs ~20 us per call, which dominated the router's decision time (cluster env)."""
-    if not values:
-        return 0.0
-    x = sorted(values)
-    pos = 0.9 * (len(x) - 1)
-    lo = int(pos)
-    hi = lo + 1 if lo + 1 < len(x) else lo
-    return float(x[lo] + (x[hi] - x[lo]) * (pos - lo))
-
-
 class ReplicaFeatures:
     """``(N, 8)`` float32 per-replica state; remembers the outstanding counts of its previous call
     for the load trend."""
@@ -39,19 +27,23 @@ class ReplicaFeatures:
 
     def __call__(self, replicas: Sequence[Replica], now: float) -> np.ndarray:
         n = len(replicas)
-        out = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float32)
-        outstanding = np.zeros(n)
+        rows = []
+        outstanding = np.empty(n)
         for i, rep in enumerate(replicas):
-            waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
-                     for q in (rep.prio_waiting, rep.waiting) for r in q]
-            out[i, 0] = len(waits)
-            out[i, 1] = max(waits) if waits else 0.0
-            out[i, 2] = sum(waits) / len(waits) if waits else 0.0
-            out[i, 3] = len(rep.running)
-            out[i, 4] = rep.kv_occupancy()
-            out[i, 5] = _p90(rep.recent_ttft)
-            out[i, 6] = _p90(rep.recent_iter)
+            pw, w = rep.prio_waiting, rep.waiting
+            if pw or w:
+                waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
+                         for q in (pw, w) for r in q]
+                k = len(waits)
+                row = [k, max(waits), sum(waits) / k]
+            else:
+                row = [0, 0.0, 0.0]
+            row += (len(rep.running), rep.kv_occupancy(), rep.recent_ttft.p90(), rep.recent_iter.p90(), 0.0)
+            rows.append(row)
             outstanding[i] = rep.outstanding()
+        # one float64 -> float32 conversion per value, as element-wise assignment does
+        out = np.array(rows, dtype=np.float64).astype(np.float32) if n else np.zeros(
+            (0, len(FEATURE_NAMES)), dtype=np.float32)
         prev = self._prev
         out[:, 7] = outstanding - prev if prev is not None else 0.0
         self._prev = outstanding

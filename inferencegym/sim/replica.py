@@ -27,6 +27,7 @@ from .batching import make_scheduler
 from .cpu_kv import CPUKVTier
 from .kv_cache import KVCache
 from .metrics import ReplicaWindow
+from .recent import RecentValues
 from .replica_advance import IDLE, ITER, PAUSE, RUN, ReplicaAdvance
 
 if TYPE_CHECKING:
@@ -76,8 +77,8 @@ class Replica(ReplicaAdvance):
         self.n_tenants = len(tenant_alpha)
         self.win = ReplicaWindow(self.n_tenants)
         self.prompt_tokens_done = 0
-        self.recent_ttft: deque = deque(maxlen=recent_window)
-        self.recent_iter: deque = deque(maxlen=recent_window)
+        self.recent_ttft = RecentValues(maxlen=recent_window)
+        self.recent_iter = RecentValues(maxlen=recent_window)
         self.iterations = 0
         self._ubuf: list = []  # block of uniforms for speculative acceptance draws
         self._ui = 0

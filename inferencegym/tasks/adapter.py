@@ -39,10 +39,12 @@ def replica_hardware(task: TaskSpec) -> list[tuple[str, int]]:
 def replica_configs(task: TaskSpec, knobs: ReplicaKnobs | None = None) -> list[ReplicaConfig]:
     """One :class:`ReplicaConfig` per replica with the task's (or the given) initial knobs."""
     k = task.knobs if knobs is None else knobs
+    cpu_kv_gb = task.cluster.cpu_kv_gb if task.cluster is not None else 0.0
     return [ReplicaConfig(model=task.model, gpu=gpu, tensor_parallel=tp, quantization=k.quantization,
                           scheduler=k.scheduler, batch_cap=k.batch_cap,
                           kv_budget_fraction=k.kv_budget_fraction, chunk_size=task.chunk_size_tokens,
-                          speculation_depth=k.speculation_depth, engine_profile=task.engine_profile)
+                          speculation_depth=k.speculation_depth, engine_profile=task.engine_profile,
+                          cpu_kv_gb=cpu_kv_gb)
             for gpu, tp in replica_hardware(task)]
 
 

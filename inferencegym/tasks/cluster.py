@@ -35,6 +35,12 @@ Tasks (``replicas`` is the default size; any 2..64 works through :func:`cluster_
 ``cluster_multiturn``
     Multi-turn conversations (each turn = previous context + output + a new message) over 30 shared
     system prompts; sessions end at the 4k context.
+``cluster_cpu_kv``
+    Mooncake-like long prompts (the fitted ``mooncake_shared_prefix`` generator: 60 shared documents
+    of ~15k tokens, 45 % unique prompts) on 4 Llama-3-8B / H100 replicas whose GPU prefix cache is cut to
+    20 % (~90k tokens: a handful of prompts) and that each spill evicted prefix blocks to 100 GB of
+    host memory (the CPU KV tier, reloaded over PCIe): a block in host memory is worth less than one
+    in HBM but more than a miss, which moves the routers' ranking (docs/bench/models_memory.md).
 """
 
 from __future__ import annotations
@@ -205,8 +211,33 @@ register_task(_with_rates(TaskSpec(
                            load_fraction=0.9),
     **_COMMON)))
 
+# Issue 26: the CPU KV tier in a routing decision. Long Mooncake-like prompts (the shipped
+# mooncake_shared_prefix fit, 60 shared documents so an episode reuses them; their lengths a
+# lognormal of median 14k tokens, mean 15.5k as the Mooncake trace's prompts, whose tail stays under
+# the 64k context: the fit's own tail, 30 % above 30k, would drop whole documents per episode and
+# move the offered rate from seed to seed), a GPU cache too small
+# for them (kv_budget_fraction 0.2: ~90k tokens, as in the Mooncake run of
+# docs/bench/models_memory.md) and 100 GB of host memory per replica for the CPU tier. Capacity
+# measured with the tier on (benchmarks/cluster_capacity.py).
+register_task(_with_rates(TaskSpec(
+    task_id="cluster_cpu_kv",
+    description="Mooncake-like ~15k-token prompts over 60 shared documents on 4 Llama-3-8B/H100 "
+                "replicas with a GPU prefix cache cut to ~90k tokens and a 100 GB CPU KV tier each "
+                "(evicted blocks reloaded over PCIe): a host-memory hit is worth less than a GPU hit "
+                "and more than a miss, and the best router changes with the tier.",
+    difficulty="hard",
+    tenants=(TenantSLO(name="default", priority=0, ttft_slo_s=2.0, tbt_slo_s=0.2),),
+    workload=WorkloadSpec(process="prefix", max_prompt_tokens=65536, max_output_tokens=1024,
+                          prefix=PrefixSharingSpec(preset="mooncake_shared_prefix", num_prefixes=60,
+                                                   prefix_tokens=(14000.0, 0.45))),
+    cluster=ClusterOptions(replica_hardware=(("h100-80gb", 1),), capacity_rps=(1.9,),
+                           load_fraction=0.9, cpu_kv_gb=100.0),
+    **{**_COMMON, "model": "llama-3-8b", "gpu": "h100-80gb", "chunk_size_tokens": 2048,
+       "knobs": ReplicaKnobs(scheduler="sarathi", batch_cap=64, kv_budget_fraction=0.2,
+                             speculation_depth=0)})))
+
 CLUSTER_TASK_IDS: tuple[str, ...] = ("cluster_routing", "cluster_heterogeneous",
                                      "cluster_bursty_multitenant", "cluster_prefix_sharing",
-                                     "cluster_multiturn")
-PREFIX_TASK_IDS: tuple[str, ...] = ("cluster_prefix_sharing", "cluster_multiturn")
+                                     "cluster_multiturn", "cluster_cpu_kv")
+PREFIX_TASK_IDS: tuple[str, ...] = ("cluster_prefix_sharing", "cluster_multiturn", "cluster_cpu_kv")
 """Cluster tasks whose requests share prompt prefixes (their router observation has the prefix columns)."""

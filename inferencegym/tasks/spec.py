@@ -187,8 +187,14 @@ class ClusterOptions:
     """Offered load as a share of the cluster's summed capacity (the arrival rates follow from it)."""
     burst_ratio: float = 4.0
     """ON-rate / OFF-rate of on/off workloads (``process="onoff"``)."""
+    cpu_kv_gb: float = 0.0
+    """Host memory per replica for the CPU tier of the prefix cache, GB (``ReplicaConfig.cpu_kv_gb``;
+    0: the KV cache lives in GPU memory only)."""
 
     def __post_init__(self) -> None:
+        if not (self.cpu_kv_gb >= 0.0 and math.isfinite(self.cpu_kv_gb)):
+            raise ValueError(f"ClusterOptions.cpu_kv_gb must be a finite number of GB >= 0, "
+                             f"got {self.cpu_kv_gb}")
         if not 0.0 < self.load_fraction <= 10.0:
             raise ValueError(f"ClusterOptions.load_fraction must be in (0, 10], got {self.load_fraction}")
         if self.burst_ratio < 1.0:

@@ -17,13 +17,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def live_server(app: Any, *, startup_timeout_s: float = 60.0) -> Iterator[str]:
-    """``with live_server(app) as url:`` -> ``http://127.0.0.1:<port>``; stopped on exit."""
+def live_server(app: Any, *, startup_timeout_s: float = 60.0, **uvicorn_options: Any) -> Iterator[str]:
+    """``with live_server(app) as url:`` -> ``http://127.0.0.1:<port>``; stopped on exit.
+
+    ``uvicorn_options`` go to ``uvicorn.Config`` (e.g. the launchers' ``uvicorn_options()``);
+    without them uvicorn's defaults apply, as for ``uvicorn module:app``."""
     import uvicorn
 
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                            ws="websockets-sansio")
+                            **{"ws": "websockets-sansio", **uvicorn_options})
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()

@@ -37,7 +37,6 @@ from fastapi.staticfiles import StaticFiles
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.env_server.types import ConcurrencyConfig
-from pydantic import BaseModel, ConfigDict, Field
 
 from inferencegym.apps.env_server.environment import (
     DEFAULT_TASK_ID,
@@ -52,85 +51,45 @@ from inferencegym.apps.env_server.environment import (
     single_task_ids,
     to_serve_action,
 )
-from inferencegym.apps.env_server.limits import BaselineGate, BusyError
+from inferencegym.apps.env_server.bodies import (
+    MAX_GRADER_ACTIONS,  # noqa: F401  (re-exported: docs/threat_model.md names it here)
+    GraderBody,
+    ResetBody,
+    StepBody,
+    SuggestBody,
+    validate_ws_frame,
+)
+from inferencegym.apps.env_server import episodes
+from inferencegym.apps.env_server.episodes import PolicyUnavailableError, run_baseline_episode  # noqa: F401
+from inferencegym.apps.env_server.limits import BUSY_TARPIT_S, BusyError, EpisodePool, ResultCache
 from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
+from inferencegym.apps.peers import client_key
 from inferencegym.envs import list_tasks
 from inferencegym.envs.actions import ServeAction
-from inferencegym.envs.verifier import ReplayError, replay_grade
+from inferencegym.envs.verifier import ReplayError
 from inferencegym.policies import get_policy, is_privileged, list_policies
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_MAX_SESSIONS = 64
-MAX_GRADER_ACTIONS = 1000
-"""Longest action list ``/grader`` accepts (the longest episode has 200 windows)."""
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 BASELINE_POLICIES = ("static_default", "heuristic", "best_static")
 """Baselines shown by ``GET /baseline`` by default (deterministic policies only)."""
 MAX_BASELINE_EPISODES = 5
 
-SESSION_ID_FIELD = Field(..., min_length=1, max_length=128, description="id returned by POST /reset")
-
-
-# ---------------------------------------------------------------------------------------------
-# Request bodies (pydantic: a violating body gets 422 with the reason)
-class ResetBody(BaseModel):
-    """``POST /reset`` body; every field is optional (``{}`` starts a default episode)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="episode seed (drawn if omitted)")
-    task_id: str | None = Field(None, max_length=128, description="task (default: static_workload)")
-    session_id: str | None = Field(None, min_length=1, max_length=128,
-                                   description="reuse this session instead of creating one")
-    episode_id: str | None = Field(None, max_length=128, description="your label for the episode")
-    split: str | None = Field(None, max_length=32, description="OpenEnv Task API split (\"test\")")
-    index: int | None = Field(None, ge=0, le=10_000, description="OpenEnv Task API task index in the split")
-
-
-class StepBody(BaseModel):
-    """``POST /step`` body."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    session_id: str = SESSION_ID_FIELD
-    action: InferenceGymAction = Field(..., description="the serving configuration (see /schema)")
-    timeout_s: float | None = Field(None, gt=0, description="accepted for OpenEnv compatibility; unused")
-    request_id: str | None = Field(None, max_length=128, description="accepted for OpenEnv compatibility")
-
-
-class GraderBody(BaseModel):
-    """``POST /grader`` body: a ``session_id`` (grade that session's episode so far, from the
-    server's own record) or a submitted episode ``task_id`` + ``seed`` + ``actions``, which the
-    server replays (the simulator is deterministic) and grades on the log it wrote itself. A
-    client-written log or metric is never graded."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    session_id: str | None = Field(None, min_length=1, max_length=128)
-    task_id: str | None = Field(None, max_length=128)
-    seed: int | None = Field(None, ge=0, le=2**32 - 1, strict=True,
-                             description="the episode's seed (GET /state reports it)")
-    actions: list[InferenceGymAction] | None = Field(
-        None, max_length=MAX_GRADER_ACTIONS,
-        description="the episode's actions in order (one per window; fewer grades the episode so far)")
-    episode_log: Any = Field(None, description="no longer accepted (a client-written log is not "
-                                               "graded): send task_id, seed and actions")
-
-
-class SuggestBody(BaseModel):
-    """``POST /suggest`` body: what a baseline policy would do in the session's current state."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, true not an int
-
-    session_id: str = SESSION_ID_FIELD
-    policy: str = Field("heuristic", min_length=1, max_length=64)
-
-
 # ---------------------------------------------------------------------------------------------
 def _err(status: int, msg: str, **extra: Any) -> HTTPException:
     return HTTPException(status_code=status, detail={"error": msg, **extra})
+
+
+async def _busy(exc: BusyError) -> HTTPException:
+    """429 with ``Retry-After``, answered after :data:`BUSY_TARPIT_S`: a client that ignores
+    ``Retry-After`` and asks again at once (a flood) is slowed to one request per connection per
+    tarpit, at the cost of a sleeping coroutine (no thread, no CPU)."""
+    await asyncio.sleep(BUSY_TARPIT_S)
+    return HTTPException(status_code=429, detail={"error": str(exc)},
+                         headers={"Retry-After": str(exc.retry_after_s)})
 
 
 def _remove_routes(app: FastAPI, targets: set[tuple[str, str]]) -> int:
@@ -186,10 +145,6 @@ def _action_schema() -> dict[str, Any]:
     return ServeAction.model_json_schema()
 
 
-class PolicyUnavailableError(RuntimeError):
-    """A registered baseline that cannot be built for a task (e.g. data not shipped)."""
-
-
 def _baseline_policy_names() -> list[str]:
     """Registry policies the server may run: not the LLM policy (it needs a key) and never a
     privileged one (``clairvoyant`` reads the hidden future; the registry marks it)."""
@@ -205,34 +160,12 @@ def _refuse_policy(name: str) -> HTTPException:
                 field="policy")
 
 
-def run_baseline_episode(policy_name: str, task_id: str, seed: int) -> dict[str, Any]:
-    """One episode of a registry policy on the OpenEnv adapter (same env, same seed path as HTTP)."""
-    try:
-        policy = get_policy(policy_name, task_id)
-    except ValueError as exc:
-        raise PolicyUnavailableError(str(exc)) from None
-    env = InferenceGymEnvironment(task_id)
-    try:
-        obs = env.reset(seed=seed, task_id=task_id)
-        if callable(getattr(policy, "reset", None)):
-            policy.reset(seed=seed)
-        total = 0.0
-        while not obs.done:
-            action = policy.act(env.last_obs, env.last_info)
-            obs = env.step(action)
-            total += float(obs.reward or 0.0)
-        return {"policy": policy_name, "task_id": task_id, "seed": seed, "score": obs.grade,
-                "total_reward": total, "steps": env.state.step_count,
-                "grade_breakdown": obs.grade_breakdown}
-    finally:
-        env.close()
-
-
 # ---------------------------------------------------------------------------------------------
 def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
               idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
               max_sessions_per_client: int | None = None,
-              limits: HTTPLimits | None = None) -> FastAPI:
+              limits: HTTPLimits | None = None,
+              episode_processes: bool = True) -> FastAPI:
     """The FastAPI app (see the module docstring).
 
     Args:
@@ -242,6 +175,9 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             ``max_sessions``, at least 1), so one client cannot take every slot.
         limits: body size, allowed Host names, API-key variable, metrics (see
             :class:`~inferencegym.apps.http_security.HTTPLimits`; docs/threat_model.md).
+        episode_processes: run ``/baseline`` and ``/grader`` replays in a separate, lower-priority
+            process (started at the first such request), so they never hold the server's GIL;
+            False runs them on the pools' own threads (tests).
     """
     limits = limits or HTTPLimits()
     if max_sessions_per_client is None:
@@ -264,9 +200,17 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
     store = SessionStore(InferenceGymEnvironment, max_sessions=max_sessions,
                          idle_timeout_s=idle_timeout_s, max_per_client=max_sessions_per_client)
     app.state.sessions = store
-    baseline_gate = BaselineGate(concurrency=1, cache_entries=256, wait_s=30.0)
-    replay_gate = BaselineGate(concurrency=2, cache_entries=0, wait_s=10.0)
-    registry = harden_app(app, limits, metrics_prefix="inferencegym_env")
+    # whole episodes run in their own pools, never on the threads of the cheap routes
+    baseline_pool = EpisodePool("baseline", workers=1, max_queued=2, retry_after_s=5,
+                                processes=episode_processes, initializer=episodes.child_init)
+    replay_pool = EpisodePool("grader replay", workers=1, max_queued=2, retry_after_s=2,
+                              share_with=baseline_pool)  # one worker process for both
+    baseline_cache = ResultCache(256)
+    app.state.episode_pools = (baseline_pool, replay_pool)
+    proxies = limits.proxy_networks
+    registry = harden_app(app, limits, metrics_prefix="inferencegym_env",
+                          ws_max_per_client=max_sessions_per_client,
+                          ws_validators={"/ws": validate_ws_frame})
     if registry is not None:
         from prometheus_client import Gauge
 
@@ -295,7 +239,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             created = False
         else:
             try:
-                sess = store.create(owner=request.client.host if request.client else "")
+                sess = store.create(owner=client_key(request.scope, proxies))
             except SessionLimitError as exc:
                 raise HTTPException(status_code=429, detail={"error": str(exc), **store.stats()},
                                     headers={"Retry-After": "30"}) from None
@@ -349,15 +293,18 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
                 "policies": _baseline_policy_names()}
 
     @app.post("/grader", tags=["Grading"], summary="Grade a session's episode or a posted episode log")
-    def grader(body: GraderBody) -> dict[str, Any]:
+    async def grader(body: GraderBody) -> dict[str, Any]:
         if body.session_id is not None:
             if body.episode_log is not None or body.actions is not None:
                 raise _err(422, "give either session_id or (task_id, seed, actions), not both")
             sess = _get(body.session_id)
-            try:
+
+            def grade_session() -> tuple[Any, Any]:
                 with sess.lock:
-                    result = sess.env.grade()
-                    st = sess.env.state
+                    return sess.env.grade(), sess.env.state
+
+            try:
+                result, st = await run_in_threadpool(grade_session)
             except NotResetError as exc:
                 raise _err(409, str(exc)) from None
             return _finite({"session_id": body.session_id, "task_id": st.task_id, "done": st.done,
@@ -373,24 +320,21 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         if body.task_id not in single_task_ids():
             raise _err(422, f"unknown task {body.task_id!r:.80}; valid: {', '.join(single_task_ids())}",
                        field="task_id")
-        actions = [to_serve_action(a) for a in body.actions]
+        actions = [to_serve_action(a).model_dump() for a in body.actions]
         try:
-            with replay_gate.slot():
-                res = replay_grade(body.task_id, body.seed, actions)
+            res = await replay_pool.run(episodes.replay_summary, body.task_id, body.seed, actions)
         except BusyError as exc:
-            raise HTTPException(status_code=429, detail={"error": str(exc)},
-                                headers={"Retry-After": "2"}) from None
+            raise await _busy(exc) from None
         except ReplayError as exc:
             raise _err(422, str(exc)) from None
-        return _finite({"task_id": body.task_id, "seed": body.seed, "done": res.done,
-                        "steps": res.steps, "score": float(res.grade),
-                        "breakdown": res.grade.model_dump(), "verified_by": "replay"})
+        return _finite({"task_id": body.task_id, "seed": body.seed, **res, "verified_by": "replay"})
 
     @app.get("/baseline", tags=["Grading"], summary="Deterministic baseline scores on every task")
-    def baseline(policy: list[str] | None = Query(None, description=f"default: {', '.join(BASELINE_POLICIES)}"),
+    async def baseline(policy: list[str] | None = Query(None, description=f"default: {', '.join(BASELINE_POLICIES)}"),
                  task_id: str | None = Query(None, max_length=128),
                  seed: int = Query(0, ge=0, le=2**32 - 1),
-                 episodes: int = Query(1, ge=1, le=MAX_BASELINE_EPISODES)) -> dict[str, Any]:
+                 episodes_n: int = Query(1, ge=1, le=MAX_BASELINE_EPISODES, alias="episodes")
+                 ) -> dict[str, Any]:
         policies = list(dict.fromkeys(policy or BASELINE_POLICIES))
         valid = _baseline_policy_names()
         bad = [p for p in policies if p not in valid]
@@ -401,23 +345,18 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             if task_id not in task_ids:
                 raise _err(422, f"unknown task {task_id!r}; valid: {', '.join(task_ids)}", field="task_id")
             task_ids = [task_id]
-        def compute(p: str, t: str) -> dict[str, Any]:
-            seeds = [seed + i for i in range(episodes)]
+        keys = [(p, t, seed, episodes_n) for p in policies for t in task_ids]
+        rows = [baseline_cache.get(k) for k in keys]
+        missing = [k for k, r in zip(keys, rows) if r is None]
+        if missing:
             try:
-                eps = [run_baseline_episode(p, t, s_) for s_ in seeds]
-            except PolicyUnavailableError as exc:  # e.g. best_static not shipped yet
-                return {"policy": p, "task_id": t, "seeds": seeds, "scores": None,
-                        "score_mean": None, "error": str(exc)}
-            scores = [e["score"] for e in eps]
-            return {"policy": p, "task_id": t, "seeds": seeds, "scores": scores,
-                    "score_mean": sum(scores) / len(scores)}
-
-        try:
-            rows = [baseline_gate.cached((p, t, seed, episodes), lambda p=p, t=t: compute(p, t))
-                    for p in policies for t in task_ids]
-        except BusyError as exc:
-            raise HTTPException(status_code=429, detail={"error": str(exc)},
-                                headers={"Retry-After": "5"}) from None
+                computed = await baseline_pool.run(episodes.baseline_rows, missing)
+            except BusyError as exc:
+                raise await _busy(exc) from None
+            fresh = dict(zip(missing, computed))
+            for k, row in fresh.items():
+                baseline_cache.put(k, row)
+            rows = [r if r is not None else fresh[k] for k, r in zip(keys, rows)]
         return _finite({"results": rows})
 
     @app.post("/suggest", tags=["Grading"], summary="The action a baseline would take in this session now")
@@ -482,6 +421,8 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         store.close_all()
+        for pool in (baseline_pool, replay_pool):
+            pool.shutdown()
 
     app.router.on_startup.append(_start_reaper)
     app.router.on_shutdown.append(_stop_reaper)
@@ -491,6 +432,18 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         return JSONResponse(status_code=429, content={"detail": {"error": str(exc)}})
 
     return app
+
+
+def uvicorn_options(limits: HTTPLimits | None = None) -> dict[str, Any]:
+    """Options every launcher passes to ``uvicorn.run`` with this app.
+
+    ``proxy_headers=False``: uvicorn would otherwise believe ``X-Forwarded-For`` from loopback and
+    rewrite the client address the per-client caps count (the app decides whom to trust:
+    ``HTTPLimits.trusted_proxies``). ``ws_max_size``: the transport closes a WebSocket frame over
+    twice the body limit (code 1009) before buffering it; smaller frames over the limit get an error
+    frame from the app."""
+    limits = limits or HTTPLimits()
+    return {"proxy_headers": False, "ws_max_size": 2 * limits.max_body_bytes, "server_header": False}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -504,9 +457,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S)
     p.add_argument("--max-sessions-per-client", type=int, default=None)
     args = p.parse_args(argv)
+    limits = HTTPLimits()
     uvicorn.run(build_app(max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout_s,
-                          max_sessions_per_client=args.max_sessions_per_client),
-                host=args.host, port=args.port, log_level="info")
+                          max_sessions_per_client=args.max_sessions_per_client, limits=limits),
+                host=args.host, port=args.port, log_level="info", **uvicorn_options(limits))
 
 
 def __getattr__(name: str) -> Any:

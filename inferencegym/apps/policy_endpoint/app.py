@@ -48,6 +48,37 @@ _REGISTRY = harden_app(api, HTTPLimits(max_body_bytes=int(os.environ.get(
     "INFERENCEGYM_SERVE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))), metrics_prefix="inferencegym_serve")
 
 
+def bind_replica_grpc_to_node_ip() -> bool:
+    """Make this Serve replica's inter-deployment gRPC server listen on the node's address only.
+
+    Ray Serve 2.60 starts that server on ``[::]:0`` (every interface) in ``Replica._on_initialized``,
+    after the deployment's constructor ran; nothing configures it. The server is reached at the
+    node's IP (127.0.0.1 on a loopback-only Ray, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), so this
+    rebinds it there. Called in the replica, from :class:`PolicyDeployment`'s constructor; returns
+    False (and changes nothing) when Ray's internals moved."""
+    try:
+        import ray
+        from ray.serve._private import replica as replica_mod
+    except ImportError:
+        return False
+    original = getattr(replica_mod, "add_port_to_grpc_server", None)
+    if original is None:
+        return False
+    if getattr(original, "_inferencegym_node_ip", False):
+        return True
+    node_ip = ray.util.get_node_ip_address()
+    host = f"[{node_ip}]" if ":" in node_ip else node_ip
+
+    def add_port_on_node_ip(server: Any, address: str) -> int:
+        if address.startswith(("[::]:", "0.0.0.0:")):
+            address = f"{host}:{address.rsplit(':', 1)[1]}"
+        return original(server, address)
+
+    add_port_on_node_ip._inferencegym_node_ip = True  # type: ignore[attr-defined]
+    replica_mod.add_port_to_grpc_server = add_port_on_node_ip
+    return True
+
+
 @serve.deployment(name="PolicyDeployment", ray_actor_options={"num_cpus": 0.5},
                   max_ongoing_requests=256)
 @serve.ingress(api)
@@ -60,6 +91,7 @@ class PolicyDeployment:
         import torch
 
         torch.set_num_threads(1)  # 2-core machines: more threads only contend (see docs/serving.md)
+        bind_replica_grpc_to_node_ip()  # Serve would listen on every interface (issue 25)
 
         self.policy = ServedPolicy.from_spec(policy, task_id=task_id, module_id=module_id)
         self.max_batch_size = int(max_batch_size)

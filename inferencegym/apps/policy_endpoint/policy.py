@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from inferencegym.apps.json_guard import scrub
 from inferencegym.rl.policy_loader import PRETRAINED_DIR, load_policy
 
 #: Where an Algorithm / Tune checkpoint keeps its modules.
@@ -105,7 +106,8 @@ MAX_INT_DIGITS = 18
 
 
 def _check_json_numbers(value: Any, where: str, depth: int = 0) -> None:
-    """Refuse booleans, huge integers and non-finite floats anywhere in a JSON array value."""
+    """Strict JSON numbers only: refuse strings (``"0.5"`` is not coerced), booleans, null,
+    objects, huge integers and non-finite floats anywhere in a JSON array value."""
     if depth > 8:
         raise ObservationError(f"{where}: nested deeper than any observation space")
     if isinstance(value, list):
@@ -113,6 +115,12 @@ def _check_json_numbers(value: Any, where: str, depth: int = 0) -> None:
             _check_json_numbers(v, where, depth + 1)
     elif isinstance(value, bool):
         raise ObservationError(f"{where}: expected numbers, got a boolean")
+    elif isinstance(value, str):
+        raise ObservationError(f"{where}: expected numbers, got a string ({scrub(repr(value), 24)}); "
+                               f"send JSON numbers, not numeric strings")
+    elif not isinstance(value, (int, float)):
+        kind = "null" if value is None else type(value).__name__
+        raise ObservationError(f"{where}: expected numbers, got {kind}")
     elif isinstance(value, int):
         if abs(value) >= 10 ** MAX_INT_DIGITS:
             raise ObservationError(f"{where}: integer with {len(str(abs(value)))} digits is out of "

@@ -128,8 +128,9 @@ function drawChart() {
   const series = [
     ["ttft_p50_s", "#3b6fd8"], ["ttft_p99_s", "#d8553b"], ["tbt_p99_s", "#2e9e5b"],
   ];
+  const points = Object.fromEntries(series.map(([k]) => [k, seriesPoints(h, k)]));  // null = gap
   let ymax = state.slo ? state.slo * 1.5 : 0.1;
-  for (const p of h) for (const [k] of series) if (p[k] > ymax) ymax = p[k];
+  for (const [k] of series) for (const v of points[k]) if (v !== null && v > ymax) ymax = v;
   const n = Math.max(h.length, 10);
   const x = (i) => L + (W - L - R) * (i / Math.max(1, n - 1));
   const y = (v) => H - B - (H - B - T) * (v / ymax);
@@ -146,8 +147,14 @@ function drawChart() {
     ctx.setLineDash([]);
   }
   for (const [k, color] of series) {
-    ctx.strokeStyle = color; ctx.lineWidth = 2; ctx.beginPath();
-    h.forEach((p, i) => { const v = p[k] || 0; if (i === 0) ctx.moveTo(x(i), y(v)); else ctx.lineTo(x(i), y(v)); });
+    ctx.strokeStyle = color; ctx.fillStyle = color; ctx.lineWidth = 2; ctx.beginPath();
+    const pts = points[k];
+    pts.forEach((v, i) => {
+      if (v === null) return;  // no sample in this window: a gap, not a point at 0
+      const joined = i > 0 && pts[i - 1] !== null;
+      if (joined) ctx.lineTo(x(i), y(v)); else ctx.moveTo(x(i), y(v));
+      if (!joined && (i + 1 >= pts.length || pts[i + 1] === null)) ctx.fillRect(x(i) - 2, y(v) - 2, 4, 4);
+    });
     ctx.stroke();
   }
 }
