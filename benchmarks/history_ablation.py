@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=VALIDATION_SEED)
     ap.add_argument("--set", dest="sets", action="append", default=[], help="config override a.b=v")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--phase-features", action="store_true",
+                    help="append the observable phase forecast's features (envs/phase_detector.py)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     base = load_config(REPO / "rllib_configs" / f"{args.task}.yaml").with_overrides(sets=args.sets)
@@ -55,14 +57,16 @@ def main() -> None:
         print(rows[-1], flush=True)
     for k in args.windows:
         cfg = base.with_overrides(sets=[f"modules.default_policy.model_config={{hidden: {list(hidden)}, "
-                                        f"history_windows: {k}}}"])
+                                        f"history_windows: {k}"
+                                        + (", phase_features: true" if args.phase_features else "") + "}"])
         t = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             paths = warm_start(cfg, out_dir=tmp)
             losses = [float(x) for x in (Path(tmp) / "bc_losses.txt").read_text().split()]
             pol = load_checkpoint(paths["default_policy"], args.task)
             r = evaluate_one(pol, args.task, episodes=args.episodes, seed=args.seed, name=f"bc K={k}")
-        rows.append({"policy": f"bc ({base.bc.baseline}) K={k}", "windows": k, "score_mean": r["score_mean"],
+        tag = " +phase" if args.phase_features else ""
+        rows.append({"policy": f"bc ({base.bc.baseline}) K={k}{tag}", "windows": k, "score_mean": r["score_mean"],
                      "score_ci95": r["score_ci95"], "bc_final_loss": round(losses[-1], 4),
                      "seconds": round(time.perf_counter() - t, 1)})
         print(rows[-1], flush=True)

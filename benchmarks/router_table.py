@@ -27,7 +27,13 @@ from inferencegym.evaluation.cluster import ci95, evaluate_cluster_policy  # noq
 from inferencegym.tasks.cluster import CLUSTER_TASK_IDS  # noqa: E402
 from inferencegym.policies.routers import ROUTER_POLICIES  # noqa: E402
 
-PAIRS = (("least_outstanding_requests", "round_robin"), ("clairvoyant", "least_outstanding_requests"))
+PAIRS = (("least_outstanding_requests", "round_robin"), ("clairvoyant", "least_outstanding_requests"),
+         # issue 21: the best observable rule, PPO and the privileged references that move knobs too
+         ("best_static_knobs", "estimated_ttft"), ("ppo", "best_static_knobs"), ("ppo", "estimated_ttft"),
+         ("clairvoyant+replica_best_static", "best_static_knobs"),
+         ("prefix_oracle+replica_best_static", "best_static_knobs"))
+"""(a, b) compared per seed on p99 and p90 TTFT and on the grade where both were run. ``ppo`` in
+``--policies`` evaluates the shipped ``pretrained:TASK`` module."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,22 +56,30 @@ def main(argv: list[str] | None = None) -> int:
         for task in tasks:
             results[task] = {}
             for pol in policies:
+                spec = pol
+                if pol == "ppo":
+                    import inferencegym.rl  # noqa: F401  (registers the pretrained: scheme)
+
+                    spec = f"pretrained:{task}"
                 results[task][pol] = evaluate_cluster_policy(
-                    pol, task, episodes=args.episodes, seed=args.seed, num_replicas=args.num_replicas,
+                    spec, task, episodes=args.episodes, seed=args.seed, num_replicas=args.num_replicas,
                     progress=lambda i: prog.advance(bar))
     wall = time.perf_counter() - t_start
     cmd = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/router_table.py " + " ".join(argv or sys.argv[1:])
     print(f"Command: `{cmd.strip()}` ({wall:.0f} s wall)\n")
     for task in tasks:
         print(f"### {task} ({args.episodes} seeds from {args.seed})\n")
-        print("| router | grade | p99 TTFT (s) | p99 E2E (s) | SLO attainment | load imbalance |")
-        print("|---|---|---|---|---|---|")
+        print("| router | grade | p90 TTFT (s) | p99 TTFT (s) | p99 E2E (s) | SLO attainment | "
+              "load imbalance | throughput (tok/s) |")
+        print("|---|---|---|---|---|---|---|---|")
         for pol in policies:
             r = results[task][pol]
             att = ", ".join(f"{k} {v:.3f}" for k, v in r["slo_attainment"].items())
             print(f"| {pol} | {r['score_mean']:.3f} ± {r['score_ci95']:.3f} | "
+                  f"{r['ttft_p90_s']:.3f} ± {ci95(r['per_seed']['ttft_p90_s']):.3f} | "
                   f"{r['ttft_p99_s']:.3f} ± {r['ttft_p99_ci95']:.3f} | "
-                  f"{r['e2e_p99_s']:.2f} ± {r['e2e_p99_ci95']:.2f} | {att} | {r['load_imbalance']:.3f} |")
+                  f"{r['e2e_p99_s']:.2f} ± {r['e2e_p99_ci95']:.2f} | {att} | {r['load_imbalance']:.3f} | "
+                  f"{r['throughput_tok_s']:.0f} |")
         print()
         for a, b in PAIRS:
             if a in results[task] and b in results[task]:
@@ -76,6 +90,17 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = float(np.mean(db) / np.mean(da)) if np.mean(da) > 0 else math.inf
                 print(f"- p99 TTFT {a} - {b}: {np.mean(d):+.3f} ± {ci95(d):.3f} s "
                       f"({a} lower on {wins}/{len(d)} seeds; {b}/{a} = {ratio:.2f}x)")
+                pa = np.asarray(results[task][a]["per_seed"]["ttft_p90_s"])
+                pb = np.asarray(results[task][b]["per_seed"]["ttft_p90_s"])
+                d90 = (pa - pb).tolist()
+                print(f"- p90 TTFT {a} - {b}: {np.mean(d90):+.3f} ± {ci95(d90):.3f} s "
+                      f"({100 * np.mean(d90) / np.mean(pb):+.1f} % of {b}; {a} lower on "
+                      f"{int((pa < pb).sum())}/{len(d90)} seeds)")
+                ga = np.asarray(results[task][a]["scores"])
+                gb = np.asarray(results[task][b]["scores"])
+                dg = (ga - gb).tolist()
+                print(f"- grade {a} - {b}: {np.mean(dg):+.3f} ± {ci95(dg):.3f} "
+                      f"({a} higher on {int((ga > gb + 1e-12).sum())}/{len(dg)} seeds)")
         print()
     if args.json:
         with open(args.json, "w") as fh:

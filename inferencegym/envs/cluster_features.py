@@ -105,7 +105,7 @@ class RouterFeatures:
         out[:, COL["load_by_capacity"]] = (q + running) * self._inv_cap_slo
         fits = self.kv_capacity_tokens >= (prompt_tokens + 1 if prompt_tokens is not None else 0)
         out[:, COL["prompt_fits"]] = fits
-        out[:, COL["est_ttft"]] = 0.0 if prompt_tokens is None else self.est_ttft(prompt_tokens)
+        out[:, COL["est_ttft"]] = 0.0 if prompt_tokens is None else self.est_ttft(prompt_tokens, req)
         self._queue_ema += QUEUE_EMA_RATE * (q - self._queue_ema)
         if self.prefix:
             self._prefix_columns(out, req)
@@ -132,17 +132,23 @@ class RouterFeatures:
             out[i, COL["cached_share"]] = (cl.published_cached_tokens(i, req) / req.prompt_tokens
                                            if req is not None else 0.0)
 
-    def est_ttft(self, prompt_tokens: int) -> np.ndarray:
+    def est_ttft(self, prompt_tokens: int, req=None) -> np.ndarray:
         """Estimated first-token time of the arriving request on every replica / TTFT SLO
-        (:mod:`inferencegym.sim.estimates`, remaining outputs at the workload's mean output length)."""
+        (:mod:`inferencegym.sim.estimates`, remaining outputs at the workload's mean output length).
+        With ``req`` carrying a prefix hash chain, the prompt tokens the replica last published as
+        cached are not prefilled (``Cluster.published_cached_tokens``), exactly as the
+        ``estimated_ttft`` router credits them, so the column's argmin is that router's choice."""
         est = np.empty(self.n)
         cache = self._iter_s_cache
-        for i, rep in enumerate(self.cluster.replicas):
+        cl = self.cluster
+        hashed = req is not None and bool(req.block_hashes)
+        for i, rep in enumerate(cl.replicas):
             key = (i, rep.cfg.batch_cap)
             it = cache.get(key)
             if it is None:
                 it = cache[key] = decode_iteration_s(rep)
-            est[i] = first_token_iterations(rep, prompt_tokens,
+            cached = cl.published_cached_tokens(i, req) if hashed else 0
+            est[i] = first_token_iterations(rep, prompt_tokens, cached_tokens=cached,
                                             expected_output_tokens=self.expected_output_tokens) * it
         return est / self.ttft_ref
 

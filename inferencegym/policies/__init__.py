@@ -19,7 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from inferencegym.policies.routers import PRIVILEGED_ROUTERS, ROUTER_POLICIES, get_cluster_policy
+from inferencegym.policies.routers import (
+    CLUSTER_ALIASES,
+    PRIVILEGED_ROUTERS,
+    ROUTER_POLICIES,
+    get_cluster_policy,
+)
 from inferencegym.tasks import get_task
 
 
@@ -90,7 +95,7 @@ def list_policies(kind: str | None = None) -> list[str]:
     _ensure_builtins()
     names = [n for n, e in _REGISTRY.items() if kind is None or kind in e.kinds]
     if kind == "cluster":  # the cluster env's router baselines (policies/routers.py)
-        names += [n for n in ROUTER_POLICIES if n not in names]
+        names += [n for n in (*ROUTER_POLICIES, *CLUSTER_ALIASES) if n not in names]
     return names
 
 
@@ -133,6 +138,7 @@ def _ensure_builtins() -> None:
 
 # The built-in policies register themselves here (bottom of the module: they import register_policy).
 from inferencegym.policies import baselines as _baselines  # noqa: E402,F401
+from inferencegym.policies import phase_rule as _phase_rule  # noqa: E402,F401
 
 __all__ = ["Policy", "PolicyEntry", "get_policy", "list_policies", "register_policy",
            "register_scheme", "is_privileged", "describe_policies", "SCHEMES"]

@@ -230,3 +230,4 @@ def _llm_policy(task_id: str):
 
 register_policy("llm", _llm_policy,
                 "zero-shot chat model through the openai client (API_BASE_URL, MODEL_NAME, HF_TOKEN)")
+

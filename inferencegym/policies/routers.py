@@ -31,7 +31,11 @@ request for request.
   learning agent sees output lengths, so this bounds what a learned router can reach.
 
 Replica policies (``act(obs, info=None) -> MultiDiscrete action``): ``replica_static`` keeps the
-task's initial knobs (the default), ``replica_random`` samples every window.
+task's initial knobs (the default), ``replica_random`` samples every window, ``replica_best_static``
+sets the task's fixed knobs searched on training seeds (``inferencegym/data/best_static_knobs.json``,
+``python -m inferencegym.evaluation.search_cluster_knobs``; the task's initial knobs when none are
+shipped). ``best_static_knobs`` = ``estimated_ttft+replica_best_static``: the best observable rule
+of issue 21 on the cluster tasks (router and replica knobs together).
 
 A *cluster policy* pairs a router with a replica policy (:class:`ClusterPolicy`); the spec
 ``"least_outstanding_requests"`` means that router with ``replica_static``; ``"ROUTER+REPLICA"``
@@ -47,13 +51,20 @@ from inferencegym.sim.estimates import decode_iteration_s, first_token_iteration
 from inferencegym.sim.router import make_router
 from inferencegym.tasks.episode_workload import mean_output_tokens
 
+AFFINITY_S = 0.3
+"""Affinity weight of ``estimated_ttft_affinity`` in seconds: the best summed grade of
+``benchmarks/affinity_search.py --seeds 2 --weights 0 0.1 0.3`` (training seeds; it beats the plain
+rule on cluster_multiturn, +0.017, and loses on cluster_prefix_sharing, -0.015: not a better rule)."""
 PRODUCTION_ROUTERS: tuple[str, ...] = ("llmd_precise", "llmd_approx", "sglang_cache_aware", "dynamo_kv")
 """The production cache-aware routers of ``inferencegym.sim.cache_routers`` (published defaults)."""
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
+                                    "estimated_ttft_affinity",
                                     *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
                                     "prefix_oracle")
-REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random")
+REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static")
+CLUSTER_ALIASES: dict[str, str] = {"best_static_knobs": "estimated_ttft+replica_best_static"}
+"""Named cluster policies that pair a router with a replica policy."""
 PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle")
 """Routers that read what no observation carries (true output lengths; ``prefix_oracle`` also the
 future arrivals and the replicas' current caches): references only, never served to an agent
@@ -141,6 +152,10 @@ class EarliestFirstTokenRouter:
             v = self._iter_s[key] = decode_iteration_s(rep)
         return v
 
+    affinity_s = 0.0
+    """Seconds of estimated TTFT a fully cached prompt is worth beyond its own prefill saving
+    (``estimated_ttft_affinity``: keeping a prefix where it is cached keeps that cache hot)."""
+
     def act(self, obs: dict, info: dict | None = None) -> int:
         env = self._env
         if env is None:
@@ -155,9 +170,11 @@ class EarliestFirstTokenRouter:
         best, best_key = -1, None
         for i in _allowed(obs):
             rep = cluster.replicas[i]
+            cached = cluster.published_cached_tokens(i, req)
             est = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=expected,
-                                         cached_tokens=cluster.published_cached_tokens(i, req))
-            key = (est * self._iteration_s(i, rep), rep.outstanding(), i)
+                                         cached_tokens=cached)
+            key = (est * self._iteration_s(i, rep) - self.affinity_s * cached / max(1, req.prompt_tokens),
+                   rep.outstanding(), i)
             if best_key is None or key < best_key:
                 best, best_key = i, key
         return int(best)
@@ -173,6 +190,16 @@ class EstimatedTTFTRouter(EarliestFirstTokenRouter):
 
     def _expected_output(self, env) -> float | None:
         return mean_output_tokens(env.task.workload)
+
+
+class AffinityEstimatedTTFTRouter(EstimatedTTFTRouter):
+    """``estimated_ttft_affinity``: ``estimated_ttft`` minus ``affinity_s`` x the share of the prompt
+    the replica published as cached (observable: the published cache view). The weight was searched
+    on training seeds of the prefix tasks (``benchmarks/affinity_search.py``); on tasks without
+    prefixes it is ``estimated_ttft``."""
+
+    name = "estimated_ttft_affinity"
+    affinity_s = AFFINITY_S
 
 
 class StaticReplica:
@@ -202,7 +229,55 @@ class RandomReplica:
         return self._rng.integers(0, np.asarray(REPLICA_ACTION_NVEC))
 
 
-_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica)}
+class FixedKnobsReplica:
+    """``replica_best_static``: every replica gets the same fixed knob buckets, searched per task on
+    training seeds (``inferencegym/data/best_static_knobs.json``); bound to the env to know its task.
+    ``knobs`` (batch_cap, kv_budget_fraction, speculation_depth, chunk_size values) overrides."""
+
+    name = "replica_best_static"
+
+    def __init__(self, knobs: dict | None = None) -> None:
+        self._given = knobs
+        self._idx: np.ndarray | None = None
+
+    def bind(self, env) -> "FixedKnobsReplica":
+        from inferencegym.envs.cluster_spaces import KNOB_BUCKETS, nearest_bucket
+
+        knobs = self._given
+        if knobs is None:
+            knobs = best_static_knobs(env.task.task_id)
+        if knobs is None:
+            k = env.task.knobs
+            knobs = {"batch_cap": k.batch_cap, "kv_budget_fraction": k.kv_budget_fraction,
+                     "speculation_depth": k.speculation_depth, "chunk_size": env.task.chunk_size_tokens}
+        self.knobs = dict(knobs)
+        vals = (knobs["batch_cap"], knobs["kv_budget_fraction"], knobs["speculation_depth"], knobs["chunk_size"])
+        self._idx = np.array([nearest_bucket(b, v) for b, v in zip(KNOB_BUCKETS, vals)], dtype=np.int64)
+        return self
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
+        if self._idx is None:
+            raise ValueError("replica_best_static is not bound to a ClusterEnv; call policy.bind(env)")
+        return self._idx.copy()
+
+
+def best_static_knobs(task_id: str) -> dict | None:
+    """The shipped fixed replica knobs of ``task_id`` (None when none are shipped)."""
+    import json
+    from importlib import resources
+
+    try:
+        text = resources.files("inferencegym").joinpath("data", "best_static_knobs.json").read_text()
+    except (FileNotFoundError, ModuleNotFoundError):
+        return None
+    entry = json.loads(text).get("tasks", {}).get(task_id)
+    return None if entry is None else entry["knobs"]
+
+
+_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica, FixedKnobsReplica)}
 
 
 def get_router_policy(name: str):
@@ -213,6 +288,8 @@ def get_router_policy(name: str):
         return EarliestFirstTokenRouter()
     if name == "estimated_ttft":
         return EstimatedTTFTRouter()
+    if name == "estimated_ttft_affinity":
+        return AffinityEstimatedTTFTRouter()
     if name == "clairvoyant_work":
         p = SimRouterPolicy("clairvoyant")
         p.name = "clairvoyant_work"
@@ -267,11 +344,11 @@ def get_cluster_policy(spec: str) -> ClusterPolicy:
     """``"ROUTER"`` (with ``replica_static``) or ``"ROUTER+REPLICA"``; ValueError listing names."""
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"cluster policy spec must be a non-empty string, got {spec!r}")
-    router, _, replica = spec.partition("+")
+    router, _, replica = CLUSTER_ALIASES.get(spec, spec).partition("+")
     return ClusterPolicy(get_router_policy(router), get_replica_policy(replica or "replica_static"),
                          name=spec)
 
 
 def is_cluster_policy(spec: str) -> bool:
-    router, _, replica = str(spec).partition("+")
+    router, _, replica = CLUSTER_ALIASES.get(str(spec), str(spec)).partition("+")
     return router in ROUTER_POLICIES and (not replica or replica in _REPLICAS)

@@ -359,6 +359,8 @@ class TrainConfig(_Strict):
             if int(mc.get("history_windows", 0) or 0) > 0:
                 out["history_windows"] = int(mc["history_windows"])
                 out["history_ema_weight"] = float(mc.get("history_ema_weight", 0.3))
+                if mc.get("phase_features"):
+                    out["phase_features"] = True
         return out
 
     def trained_modules(self) -> list[str]:

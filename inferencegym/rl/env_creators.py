@@ -74,10 +74,11 @@ def make_single_env(env_config: Any) -> gym.Env:
     task_id, kwargs, safety = _split_config(env_config)
     windows = int(kwargs.pop("history_windows", 0) or 0)
     ema_weight = float(kwargs.pop("history_ema_weight", 0.3))
+    phase = bool(kwargs.pop("phase_features", False))
     env = gym.make("InferenceGym/LLMServe-v0", task_id=task_id, **kwargs)
     env = flat_wrapper_class()(env)
     if windows > 0:
-        env = HistoryObservation(env, windows, ema_weight)
+        env = HistoryObservation(env, windows, ema_weight, task_id if phase else None)
     if safety is not None and safety.enabled and safety.terminate:
         env = SafetyWrapper(env, safety)
     return env

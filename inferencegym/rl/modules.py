@@ -56,7 +56,10 @@ MLP_DEFAULTS: dict[str, Any] = {"hidden": [64, 64], "mask_key": "action_mask",
                                  # single-agent env: the observation carries the last K windows and
                                  # their moving average (envs/history.py); recorded here so training
                                  # (env wrapper) and inference (policy loader) stack the same way
-                                 "history_windows": 0, "history_ema_weight": 0.3}
+                                 "history_windows": 0, "history_ema_weight": 0.3,
+                                 # with history: the observable phase forecast's features follow
+                                 # the stack (envs/phase_detector.py, issue 21)
+                                 "phase_features": False}
 
 
 def _cfg(model_config: Any, defaults: dict[str, Any]) -> dict[str, Any]:

@@ -90,8 +90,13 @@ class ModulePolicy:
         windows = int(mc.get("history_windows", 0) or 0) if isinstance(mc, dict) else 0
         if self.kind != "single" or windows <= 0:
             return None
-        dim = int(np.prod(self.module.observation_space.shape)) // (windows + 1)
-        return HistoryStacker(dim, windows, float(mc.get("history_ema_weight", 0.3)))
+        from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
+
+        phase = bool(mc.get("phase_features", False))
+        dim = (int(np.prod(self.module.observation_space.shape)) - (PHASE_FEATURE_DIM if phase else 0)) \
+            // (windows + 1)
+        return HistoryStacker(dim, windows, float(mc.get("history_ema_weight", 0.3)),
+                              self.task_id if phase else None)
 
     def _input(self, obs: Any) -> Any:
         """The raw env observation, stacked with the episode's history when the module uses one."""
@@ -173,7 +178,8 @@ def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]
     if kind == "single":
         mc = model_config or {}
         hist = ({"history_windows": int(mc["history_windows"]),
-                 "history_ema_weight": float(mc.get("history_ema_weight", 0.3))}
+                 "history_ema_weight": float(mc.get("history_ema_weight", 0.3)),
+                 "phase_features": bool(mc.get("phase_features", False))}
                 if int(mc.get("history_windows", 0) or 0) > 0 else {})
         env = make_single_env({"task_id": task_id, **hist})
         try:
