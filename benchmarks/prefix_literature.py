@@ -15,7 +15,7 @@
   shipped ``mooncake_shared_prefix`` generator with many prefixes, ``sglang_cache_aware`` vs
   ``round_robin``.
 
-``scenario_requests`` and ``run_routers`` are what ``tests/test_prefix_literature.py`` runs on a
+``scenario_requests`` and ``run_routers`` are what ``tests/sim/test_prefix_literature.py`` runs on a
 scaled-down copy (fewer replicas, tenants and seconds).
 """
 

@@ -1,5 +1,5 @@
 """Effect sizes of the batching policies and serving techniques on the simulator (the scenarios of
-tests/test_sim_literature.py, printed as one JSON object per line).
+tests/sim/test_sim_literature.py, printed as one JSON object per line).
 
     python benchmarks/sim_techniques.py
 """

@@ -6,7 +6,7 @@
 The variant replaces the task in this process's registry (same id, so every baseline reads it), with
 cost references re-derived by the stated formula (cluster GPU $/s / nominal offered output tokens/s
 x 1000; 4x for cost_bad). Then: random / static_default / heuristic on evaluation seeds 1000..;
-optionally the exploit probes against the heuristic on seeds 500-501 (tests/test_env_exploits.py);
+optionally the exploit probes against the heuristic on seeds 500-501 (tests/envs/test_env_exploits.py);
 best_static and the clairvoyant table searched on training seeds 0.. exactly as
 ``python -m inferencegym.evaluation.search_best_static --clairvoyant`` does (nothing is written);
 both evaluated on the same evaluation seeds. This is how the loads of issue 15's re-derivation

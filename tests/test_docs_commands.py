@@ -80,7 +80,7 @@ RULES: tuple[Rule, ...] = (
          {**SMALL_EVAL}),
     # --- parse only --------------------------------------------------------------------------------
     Rule(r"^inferencegym evaluate --policy http://", "parse",
-         "needs a running policy endpoint; tests/test_cli_hostile_input.py runs it against a fake one"),
+         "needs a running policy endpoint; tests/cli/test_cli_hostile_input.py runs it against a fake one"),
     Rule(r"^inferencegym evaluate --policy checkpoint:", "parse", "needs a trained checkpoint"),
     Rule(r"^inferencegym train ", "parse", "PPO on Ray for minutes"),
     Rule(r"^inferencegym (simulate --control-task|evaluate .*--load-windows) ", "parse",

@@ -3,7 +3,7 @@
 Router policies are thin adapters over the simulator's router registry (``inferencegym.sim.router``):
 ``act(obs, info=None) -> replica index``, deciding with the simulator's own rule among the replicas
 the observation's action mask allows. They must be bound to the env (``policy.bind(env)``; the
-evaluation runner does it) because those rules read the cluster's state. ``tests/test_cluster_env.py``
+evaluation runner does it) because those rules read the cluster's state. ``tests/envs/test_cluster_env.py``
 checks that routing through the env with an adapter reproduces the simulator's built-in routing
 request for request.
 

@@ -4,7 +4,7 @@ tokens that come out of them, and cutting a run short (``sync`` / ``interrupt``)
 The base class of :class:`inferencegym.sim.replica.Replica`: ``replica.py`` holds the replica's
 state machine (queues, admission, planning) and this file how time advances it. The state the two
 share is declared below (``ReplicaAdvance``'s annotations: the contract ``Replica.__init__``
-fulfils, checked by ``tests/test_sim_events.py``); nothing else crosses the line. Per-request counters are updated in bulk; TBT samples go to the replica's
+fulfils, checked by ``tests/sim/test_sim_events.py``); nothing else crosses the line. Per-request counters are updated in bulk; TBT samples go to the replica's
 ``ReplicaWindow`` (``add_tbt`` / ``add_run``, the one recording path for every advance mode).
 """
 

@@ -8,7 +8,7 @@ cluster-only settings are typed (:class:`~inferencegym.tasks.spec.ClusterOptions
 - ``capacity_rps``: the measured sustainable request rate of one replica of each pattern entry
   under this task's request-length distribution (see
   :func:`inferencegym.tasks.capacity.measure_capacity_rps`; the numbers below are its output, and
-  ``tests/test_cluster_env_tasks.py`` re-measures them).
+  ``tests/envs/test_cluster_env_tasks.py`` re-measures them).
 - ``load_fraction``: offered load as a share of the cluster's summed capacity. The arrival rates of
   ``TaskSpec.workload`` are derived from it, so they follow the number of replicas.
 
@@ -118,7 +118,7 @@ def cluster_task(task_id: str | TaskSpec, num_replicas: int | None = None) -> Ta
 
 # ---------------------------------------------------------------------------------------------
 # Registered tasks. Capacities: output of `python benchmarks/cluster_capacity.py` (see
-# docs/bench/cluster_env.md); re-measured by tests/test_cluster_env_tasks.py.
+# docs/bench/cluster_env.md); re-measured by tests/envs/test_cluster_env_tasks.py.
 
 # Fixed hardware, so no cost or quality term: half the SLO share (goodput), half the tail latency
 # (p99 TTFT per tenant against its SLO), so that a router that meets a loose SLO with a 3x worse

@@ -14,7 +14,7 @@ from inferencegym.tasks.spec import GraderSpec, TaskSpec, TenantSLO, WorkloadSpe
 # running requests per window; see docs/environments.md "Why these windows"). The grader's cost
 # references are cost_good = (GPU $/s of the cluster) / (nominal offered output tokens/s) * 1000,
 # i.e. the cost per 1k tokens when every offered token is served within SLO, and cost_bad = 4x
-# that (tests/test_env_tasks_reward_graders.py checks the formula).
+# that (tests/envs/test_env_tasks_reward_graders.py checks the formula).
 #
 # Loads follow the measured capacity of one replica under the task's lengths and initial knobs
 # (inferencegym.tasks.capacity.measure_capacity_rps, 120 s overload runs, seeds 0-1) on the default

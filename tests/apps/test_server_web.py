@@ -93,7 +93,7 @@ def test_chart_leaves_a_gap_for_windows_without_first_tokens():
         if os.environ.get("CI"):
             pytest.fail(msg)
         pytest.skip(msg)
-    static = Path(__file__).resolve().parents[1] / "inferencegym" / "apps" / "env_server" / "static"
+    static = Path(__file__).resolve().parents[2] / "inferencegym" / "apps" / "env_server" / "static"
     history = [{"ttft_p50_s": 0.1, "ttft_p99_s": 0.2, "first_tokens": 1.0, "tbt_p99_s": 0.02, "tbt_samples": 1.0},
                {"ttft_p50_s": 0.0, "ttft_p99_s": 0.0, "first_tokens": 0.0, "tbt_p99_s": 0.03, "tbt_samples": 1.0},
                {"ttft_p50_s": 0.0, "ttft_p99_s": 0.0, "first_tokens": 0.0, "tbt_p99_s": 0.0, "tbt_samples": 0.0},

@@ -9,7 +9,7 @@ import yaml
 
 from inferencegym.apps.tuning import SweepError, apply_params, load_sweep
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("sweep", sorted((REPO / "tune").glob("*.yaml")), ids=lambda p: p.name)

@@ -34,7 +34,7 @@ from inferencegym.sim.presets import get_gpu, get_model
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "vllm_published.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_published.py"
     spec = importlib.util.spec_from_file_location("vllm_published_bench", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # its dataclass resolves annotations through sys.modules

@@ -26,7 +26,7 @@ from inferencegym.rl.dagger import (
 from inferencegym.rl.env_creators import make_single_env
 from inferencegym.rl.modules import module_class
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # the privileged teacher path is what DAgger relabels with (independent of the shipped config's teacher)
 TINY = ["env_config={episode_windows: 3}", "bc.episodes=1", "bc.epochs=2", "bc.baseline=clairvoyant"]
 

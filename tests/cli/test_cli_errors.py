@@ -119,7 +119,7 @@ def test_data_outputs_and_ranges(files):
 def test_train_unknown_task_fails_before_ray_starts(files, tmp_path):
     import ray
 
-    src = Path(__file__).resolve().parents[1] / "rllib_configs" / "static_workload.yaml"
+    src = Path(__file__).resolve().parents[2] / "rllib_configs" / "static_workload.yaml"
     bad = tmp_path / "bad_task.yaml"
     bad.write_text(src.read_text().replace("task_id: static_workload", "task_id: no_such_task"))
     was = ray.is_initialized()

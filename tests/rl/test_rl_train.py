@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rl_toy_envs  # noqa: E402
 import ray.cloudpickle  # noqa: E402
@@ -25,7 +25,7 @@ ray.cloudpickle.register_pickle_by_value(rl_toy_envs)
 from inferencegym.rl.config import load_config, parse_config  # noqa: E402
 
 pytestmark = pytest.mark.ray
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

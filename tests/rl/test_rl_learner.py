@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 from ray.rllib.core.columns import Columns  # noqa: E402
@@ -24,7 +24,7 @@ from inferencegym.rl.learner import actor_scale, knob_entropies  # noqa: E402
 from inferencegym.rl.modules import module_class  # noqa: E402
 from inferencegym.rl.train import build_ppo_config  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MID = "default_policy"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.ray
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

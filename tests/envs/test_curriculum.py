@@ -1,6 +1,6 @@
 """Curriculum hook: ``TaskSpec.scaled``, ``set_curriculum`` on both envs, the callback's use of it and
 the stage's persistence through the Algorithm's MetricsLogger (unit level; the real RLlib
-save/restore round trip is in tests/test_rl_train.py)."""
+save/restore round trip is in tests/rl/test_rl_train.py)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def test_docs_name_only_paths_and_modules_that_exist():
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for page in ("docs/openenv.md", "docs/serving.md", "docs/threat_model.md"):
         text = (root / page).read_text()
         for path in re.findall(r"`(inferencegym/[\w/.]+)`", text):

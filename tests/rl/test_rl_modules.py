@@ -214,7 +214,7 @@ def test_building_our_modules_logs_no_rlmodule_config_deprecation():
             "RLModuleSpec(module_class=MLPModule, observation_space=box, action_space=gym.spaces.Discrete(3),"
             " model_config={}).build()\n"
             "print('built')\n")
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=repo,
                          env={**__import__("os").environ, "PYTHONPATH": str(repo)})
     assert out.returncode == 0 and "built" in out.stdout, out.stderr[-3000:]

@@ -174,7 +174,7 @@ def _load_gpu_profile_module():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_profile.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_profile.py"
     spec = importlib.util.spec_from_file_location("gpu_profile_bench", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

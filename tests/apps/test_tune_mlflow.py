@@ -11,7 +11,7 @@ import yaml
 
 pytestmark = pytest.mark.ray
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

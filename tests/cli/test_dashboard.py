@@ -106,7 +106,7 @@ def test_dashboard_command_stopped_by_sigterm_leaves_no_server_process(tmp_path)
 
     import httpx
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "inferencegym.cli", "dashboard", "--port", str(port),

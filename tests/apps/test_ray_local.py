@@ -1,6 +1,6 @@
 """``python -m inferencegym.apps.ray_local``: every listener of every node on an explicit free port
 (so a second local Ray cannot collide), and clear one-line errors. No Ray is started here; the
-two-node job itself is tests/test_rl_ray_job.py."""
+two-node job itself is tests/rl/test_rl_ray_job.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ray.cloudpickle  # noqa: E402
 import rl_toy_envs  # noqa: E402
@@ -20,7 +20,7 @@ ray.cloudpickle.register_pickle_by_value(rl_toy_envs)  # Tune's trial actor cann
 from inferencegym.rl.config import load_config  # noqa: E402
 
 pytestmark = pytest.mark.ray
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from inferencegym.cli import app
 from inferencegym.cli.errors import float_options
 from inferencegym.safe_yaml import MAX_YAML_NODES, YamlInputError, load_yaml, read_yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BURSTGPT = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
 GOOD = {"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}
 

@@ -21,7 +21,7 @@ from inferencegym.rl.env_creators import make_single_env
 from inferencegym.rl.modules import LSTMModule, lstm_model_config, module_class
 from inferencegym.rl.policy_loader import ModulePolicy, export_module, load_exported
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASK = "adversarial_multitenant"
 LSTM_SETS = ["modules.default_policy.type=lstm", "modules.default_policy.model_config={lstm_cell_size: 16}",
              "bc.enabled=false"]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 pytestmark = pytest.mark.ray
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_tune_sigterm_prints_the_trial_table_and_saves_the_experiment(tmp_path):

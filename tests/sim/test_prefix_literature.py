@@ -20,7 +20,7 @@ import pytest
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "prefix_literature.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "prefix_literature.py"
     spec = importlib.util.spec_from_file_location("prefix_literature_bench", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -141,7 +141,7 @@ def test_determinism_across_processes():
         print(_digest(run(c, clone(reqs), seed=11).results()))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
     assert out.stdout.strip() == here
 
 

@@ -11,7 +11,7 @@ from inferencegym.rl.config import ConfigError, load_config
 from inferencegym.rl.env_creators import make_single_env
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_stacker_shifts_windows_and_averages():

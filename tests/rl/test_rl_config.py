@@ -12,7 +12,7 @@ from inferencegym.policies.routers import PRODUCTION_ROUTERS
 from inferencegym.tasks import task_ids
 from inferencegym.tasks.cluster import PREFIX_TASK_IDS
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "rllib_configs").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "rllib_configs").glob("*.yaml"))
 TASKS = set(task_ids())  # one shipped training config per registered task
 
 
@@ -34,7 +34,7 @@ def test_one_config_per_task_and_all_valid():
 
 
 def _base() -> dict:
-    return yaml.safe_load((Path(__file__).resolve().parents[1] / "rllib_configs" / "cluster_routing.yaml").read_text())
+    return yaml.safe_load((Path(__file__).resolve().parents[2] / "rllib_configs" / "cluster_routing.yaml").read_text())
 
 
 @pytest.mark.parametrize("mutate, message", [
