@@ -84,7 +84,7 @@ def test_same_seed_bit_identical_over_10000_steps_in_two_processes(tmp_path):
     # 10,000 steps spread over the three tasks, each computed in two fresh interpreters
     import pathlib
 
-    tests_dir = str(pathlib.Path(__file__).parents[1])
+    tests_dir = str(pathlib.Path(__file__).parent)
     plan = [("static_workload", 4000), ("bursty_workload", 3000), ("adversarial_multitenant", 3000)]
     procs = []
     for task, steps in plan:

@@ -10,6 +10,7 @@ import pytest
 
 from inferencegym.tasks.graders import EpisodeLog, WindowRecord, grade
 from inferencegym.envs.reward import REWARD_COMPONENTS, RewardConfig, latency_term, reward_components, total_reward
+import inferencegym.tasks.spec as task_spec
 from inferencegym.tasks.spec import ClusterOptions, TaskSpec, get_task, list_tasks, register_task
 
 
@@ -31,7 +32,9 @@ def test_unknown_task_lists_valid_ones():
         get_task("nope")
 
 
-def test_register_cluster_task_is_extensible():
+def test_register_cluster_task_is_extensible(monkeypatch):
+    # a copy of the registry for this test: the task it registers must not leak into later tests
+    monkeypatch.setattr(task_spec, "_REGISTRY", dict(task_spec._REGISTRY))
     spec = TaskSpec(task_id="_test_cluster_task", kind="cluster",
                     cluster=ClusterOptions(capacity_rps=(3.0,), load_fraction=0.5))
     register_task(spec)

@@ -134,7 +134,7 @@ def test_determinism_across_processes():
     here = _digest(run(c, clone(reqs), seed=11).results())
     code = textwrap.dedent("""
         import sys
-        sys.path.insert(0, 'tests')
+        sys.path[:0] = ['tests', 'tests/sim']
         from test_sim_core import _scenario, _digest
         from sim_util import clone, run
         c, reqs = _scenario()
