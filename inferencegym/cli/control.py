@@ -7,28 +7,16 @@
 from __future__ import annotations
 
 import json
-import math
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
+from inferencegym.cli.output import json_safe
 from inferencegym.tasks.control import CONTROL_TASKS
 
 
 def is_control_task(task_id: str) -> bool:
     return task_id in CONTROL_TASKS
-
-
-def _clean(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def simulate_control(task: str, autoscaler: Optional[str], admission: Optional[str], day: Optional[int],
@@ -47,7 +35,7 @@ def simulate_control(task: str, autoscaler: Optional[str], admission: Optional[s
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     if as_json:
-        typer.echo(json.dumps(_clean(out)))
+        typer.echo(json.dumps(json_safe(out)))
         return
     from rich.console import Console
     from rich.markup import escape
@@ -81,7 +69,7 @@ def evaluate_control_rows(policies: list[str], tasks: list[str], *, episodes: in
     for t in tasks:
         for p in policies:
             try:
-                rows.append(_clean(evaluate_control(p, t, episodes=episodes, seed=seed, split=split,
+                rows.append(json_safe(evaluate_control(p, t, episodes=episodes, seed=seed, split=split,
                                                     load_windows_path=load_windows, failures=failures,
                                                     episode_windows=episode_windows, progress=progress)))
             except ValueError as exc:

@@ -49,3 +49,16 @@ def fmt_metric(value: Any, spec: str = ".4g", missing: str = NOT_MEASURED) -> st
 
 
 __all__ = ["print_table", "table_width", "fmt_metric", "NOT_MEASURED"]
+
+
+def json_safe(x: Any) -> Any:
+    """JSON-safe copy of ``x``: NaN/inf -> None, numpy scalars -> Python, tuples -> lists."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import typer
 
-from inferencegym.cli.output import print_table
+from inferencegym.cli.output import json_safe, print_table
 from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.workload import load_trace
@@ -30,19 +30,6 @@ DEFAULTS: dict[str, Any] = {
     "expert_parallel": 1, "kv_cache_dtype": "auto", "cpu_kv_gb": 0.0,
 }
 POISSON_DEFAULT_DURATION_S = 300.0
-
-
-def _clean(x: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def load_tenants(path: str | Path):
@@ -313,6 +300,6 @@ def register(app: typer.Typer) -> None:
                               inputs=[opts["trace"], config, opts["tenants"]])
         summary, _ = run_scenario(opts, progress=not json_out)
         if json_out:
-            typer.echo(json.dumps(_clean(summary)))
+            typer.echo(json.dumps(json_safe(summary)))
         else:
             _print_table(summary)
