@@ -38,6 +38,8 @@ from typing import Any
 
 import typer
 
+from inferencegym.apps.process_group import group_alive
+
 #: ``ray start`` port options of any node, and those only a head has.
 NODE_PORT_FLAGS = ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--runtime-env-agent-port",
                    "--metrics-export-port", "--node-manager-port", "--object-manager-port")
@@ -105,20 +107,10 @@ def _spawn(cmd: list[str], log: Path, multi_node: bool) -> int:
     return proc.pid
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _wait_dashboard(url: str, pgid: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _group_alive(pgid):
+        if not group_alive(pgid):
             raise RuntimeError("the Ray head exited while starting; see its log")
         try:
             with urllib.request.urlopen(f"{url}/api/version", timeout=2):
@@ -182,14 +174,14 @@ def down(state: dict[str, Any], timeout_s: float = 60.0) -> None:
     it started; SIGKILL after ``timeout_s``), workers first, then remove the temp dir."""
     for pgid in reversed(state.get("pgids", [])):
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            if not _group_alive(pgid):
+            if not group_alive(pgid):
                 break
             try:
                 os.killpg(pgid, sig)
             except ProcessLookupError:
                 break
             deadline = time.monotonic() + timeout_s
-            while _group_alive(pgid) and time.monotonic() < deadline:
+            while group_alive(pgid) and time.monotonic() < deadline:
                 try:  # reap it if it is our child (a test); else init does
                     os.waitpid(pgid, os.WNOHANG)
                 except ChildProcessError:

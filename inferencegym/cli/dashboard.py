@@ -15,6 +15,8 @@ import time
 
 import typer
 
+from inferencegym.apps.process_group import group_alive
+
 
 def dashboard_command(*, store_uri: str, host: str = "127.0.0.1", port: int = 5000,
                       workers: int = 1) -> list[str]:
@@ -52,16 +54,6 @@ def start_dashboard(*, store_uri: str, host: str = "127.0.0.1", port: int = 5000
     raise RuntimeError(f"mlflow server did not answer {url} within {wait_s:.0f} s")
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_dashboard(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
     """Stop a server from :func:`start_dashboard` and every process of its process group (the
     workers it forked may outlive the leader): SIGTERM, then SIGKILL after ``timeout_s``."""
@@ -70,7 +62,7 @@ def stop_dashboard(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
     for sig in (signal.SIGTERM, signal.SIGKILL):
         proc.poll()  # reap the leader, or a zombie keeps the group "alive"
-        if not _group_alive(pgid):
+        if not group_alive(pgid):
             return
         try:
             os.killpg(pgid, sig)
@@ -79,7 +71,7 @@ def stop_dashboard(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             proc.poll()
-            if not _group_alive(pgid):
+            if not group_alive(pgid):
                 return
             time.sleep(0.1)
 
