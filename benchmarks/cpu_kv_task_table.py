@@ -27,9 +27,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from inferencegym.envs.cluster_env import ClusterEnv  # noqa: E402
-from inferencegym.evaluation.cluster import ci95  # noqa: E402
-from inferencegym.policies.routers import PRIVILEGED_ROUTERS, ROUTER_POLICIES, get_cluster_policy  # noqa: E402
+from inferencegym.evaluation.cluster import ci95, run_cluster_episode  # noqa: E402
+from inferencegym.policies.routers import PRIVILEGED_ROUTERS, ROUTER_POLICIES  # noqa: E402
 from inferencegym.tasks.cluster import cluster_task  # noqa: E402
 from inferencegym.tasks.cluster_grading import grade_cluster  # noqa: E402
 
@@ -48,17 +47,8 @@ def conditions() -> dict[str, object]:
 
 def episode(task, policy: str, seed: int) -> dict[str, float]:
     """One episode of ``policy``: grade, TTFT tails and hit rate by tier."""
-    pol = get_cluster_policy(policy)
-    env = ClusterEnv({"task_id": task})
-    pol.bind(env)
-    pol.reset(seed)
-    obs, infos = env.reset(seed=seed)
-    while True:
-        obs, _, term, trunc, infos = env.step(pol.act_all(obs, infos))
-        if term["__all__"] or trunc["__all__"]:
-            break
-    log = env.episode_log(policy=policy, seed=seed)
-    tiers = env.cluster.prefix_hit_rate_by_tier()
+    log, stats = run_cluster_episode(task, policy, seed)
+    tiers = stats["prefix_hit_rate_by_tier"]
     m = log.metrics
     return {"grade": grade_cluster(task, log).score, "ttft_p90_s": m["cluster/ttft_p90_s"],
             "ttft_p99_s": m["cluster/ttft_p99_s"], "hit_gpu": tiers["gpu"], "hit_cpu": tiers["cpu"]}

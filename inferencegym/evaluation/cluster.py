@@ -32,9 +32,11 @@ def _as_cluster_policy(policy: Any):
     raise TypeError(f"expected a policy spec or an object with act()/act_all(), got {type(policy).__name__}")
 
 
-def run_cluster_episode(task_id: str, policy: Any, seed: int, *, num_replicas: int | None = None,
+def run_cluster_episode(task_id: Any, policy: Any, seed: int, *, num_replicas: int | None = None,
                         episode_windows: int | None = None) -> tuple[EpisodeLog, dict[str, Any]]:
-    """One episode; returns the grader's log (metrics included) and run statistics."""
+    """One episode of ``task_id`` (a registered id or a ``TaskSpec``); returns the grader's log
+    (metrics included) and run statistics (router decisions, wall time, returns per agent, the
+    prefix-cache hit rate by tier)."""
     pol = _as_cluster_policy(policy)
     cfg: dict[str, Any] = {"task_id": task_id}
     if num_replicas is not None:
@@ -58,7 +60,8 @@ def run_cluster_episode(task_id: str, policy: Any, seed: int, *, num_replicas: i
             break
     wall = time.perf_counter() - t0
     log = env.episode_log(policy=getattr(pol, "name", str(policy)), seed=seed)
-    stats = {"router_decisions": env.decisions, "wall_s": wall, "returns": ret}
+    stats = {"router_decisions": env.decisions, "wall_s": wall, "returns": ret,
+             "prefix_hit_rate_by_tier": env.cluster.prefix_hit_rate_by_tier()}
     return log, stats
 
 

@@ -9,7 +9,6 @@ import statistics
 import pytest
 
 from inferencegym.evaluation.cluster import run_cluster_episode
-from inferencegym.envs.cluster_env import ClusterEnv
 from inferencegym.sim.execution import ExecutionModel
 from inferencegym.tasks.adapter import replica_configs
 from inferencegym.tasks.capacity import measure_capacity_rps
@@ -28,19 +27,8 @@ def _short(cpu_kv_gb: float | None = None):
 
 
 def _episode(task, policy: str, seed: int):
-    env = ClusterEnv({"task_id": task})
-    from inferencegym.policies.routers import get_cluster_policy
-
-    pol = get_cluster_policy(policy)
-    pol.bind(env)
-    pol.reset(seed)
-    obs, infos = env.reset(seed=seed)
-    while True:
-        obs, _, term, trunc, infos = env.step(pol.act_all(obs, infos))
-        if term["__all__"] or trunc["__all__"]:
-            break
-    log = env.episode_log(policy=policy, seed=seed)
-    return log.metrics, env.cluster.prefix_hit_rate_by_tier()
+    log, stats = run_cluster_episode(task, policy, seed)
+    return log.metrics, stats["prefix_hit_rate_by_tier"]
 
 
 def test_task_is_registered_with_a_cpu_tier_and_a_small_gpu_cache():
