@@ -17,10 +17,36 @@ from pathlib import Path
 
 import numpy as np
 
+import inferencegym.rl  # noqa: F401  (registers pretrained: / checkpoint: for learned controllers)
 from inferencegym.evaluation.control import ci95, evaluate_control
 
 AUTOSCALING = ["hpa", "kpa", "wva", "dynamo_planner", "scheduled", "hindsight"]
-ADMISSION = ["admit_all", "token_bucket", "gaie_shed"]
+ADMISSION = ["admit_all", "token_bucket", "gaie_shed", "hindsight_admission"]
+CEILINGS = ("hindsight", "hindsight_admission")
+
+
+def paired(a: dict, b: dict) -> dict:
+    """Paired differences a - b over the same episodes: score, SLO attainment, critical-tier SLO
+    and p90 TTFT, and GPU-hours in percent of b's."""
+    ea, eb = a["episodes_detail"], b["episodes_detail"]
+    if [(e["day"], e["seed"]) for e in ea] != [(e["day"], e["seed"]) for e in eb]:
+        raise ValueError(f"{a['policy']} and {b['policy']} ran different episodes: not paired")
+    out = {"vs": b["policy"]}
+    series = {"score": lambda e: e["score"], "slo_attainment": lambda e: e["slo_attainment"],
+              "gpu_hours": lambda e: e["gpu_hours"]}
+    if "critical" in ea[0]["tier_slo_attainment"]:
+        series["critical_slo"] = lambda e: e["tier_slo_attainment"]["critical"]
+        series["critical_ttft_p90_s"] = lambda e: e["tier_ttft_p90_s"]["critical"]
+        series["standard_slo"] = lambda e: e["tier_slo_attainment"]["standard"]
+    for k, f in series.items():
+        d = [f(x) - f(y) for x, y in zip(ea, eb)]
+        out[k] = float(np.mean(d))
+        out[k + "_ci95"] = ci95(d)
+    gh = [(x["gpu_hours"] - y["gpu_hours"]) / y["gpu_hours"] * 100 for x, y in zip(ea, eb) if y["gpu_hours"] > 0]
+    out["gpu_hours_pct"], out["gpu_hours_pct_ci95"] = (float(np.mean(gh)), ci95(gh)) if gh else (0.0, 0.0)
+    out["score_wins"] = int(sum(x["score"] > y["score"] for x, y in zip(ea, eb)))
+    out["episodes"] = len(ea)
+    return out
 
 
 def main() -> None:
@@ -53,23 +79,40 @@ def main() -> None:
         sl = [e["slo_attainment"] for e in r["episodes_detail"]]
         print(f"| {r['policy']} | {r['score_mean']:.3f} ± {r['score_ci95']:.3f} | {r['gpu_hours']:.1f} ± "
               f"{r['gpu_hours_ci95']:.1f} | {r['slo_attainment']:.3f} ± {ci95(sl):.3f} | {ts} | {tt} |")
-    ceil = next((r for r in rows if r["policy"] == "hindsight"), None)
-    rules = [r for r in rows if r["policy"] != "hindsight"]
-    best = max(rules, key=lambda r: r["score_mean"])
+    ceil = next((r for r in rows if r["policy"] in CEILINGS), None)
+    learned = [r for r in rows if ":" in r["policy"]]
+    rules = [r for r in rows if r["policy"] not in CEILINGS and r not in learned]
+    best = max(rules, key=lambda r: r["score_mean"]) if rules else None
     gap = None
-    if ceil is not None:
+    if ceil is not None and best is not None:
         d = [c["score"] - b["score"] for c, b in zip(ceil["episodes_detail"], best["episodes_detail"])]
         gap = {"best": best["policy"], "gap_mean": float(np.mean(d)), "gap_ci95": ci95(d),
                "wins": int(sum(x > 0 for x in d)), "episodes": len(d)}
         print(f"\ngap hindsight - {best['policy']}: {gap['gap_mean']:+.3f} ± {gap['gap_ci95']:.3f} "
               f"(paired, {gap['wins']}/{len(d)} episodes)")
-    else:
+    elif best is not None:
         print(f"\nbest controller: {best['policy']}")
+    comparisons = []
+    for lr in learned:
+        print(f"\npaired: {lr['policy']} minus each controller ({len(lr['episodes_detail'])} episodes, "
+              f"mean ± 95 % t-interval)")
+        print("| vs | score | GPU-hours % | SLO attainment | critical SLO | critical p90 TTFT s | score wins |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if r is lr:
+                continue
+            c = paired(lr, r)
+            comparisons.append({"policy": lr["policy"], **c})
+            crit = (f"{c['critical_slo']:+.3f} ± {c['critical_slo_ci95']:.3f} | {c['critical_ttft_p90_s']:+.2f} ± "
+                    f"{c['critical_ttft_p90_s_ci95']:.2f}") if "critical_slo" in c else "- | -"
+            print(f"| {r['policy']} | {c['score']:+.3f} ± {c['score_ci95']:.3f} | {c['gpu_hours_pct']:+.1f} ± "
+                  f"{c['gpu_hours_pct_ci95']:.1f} | {c['slo_attainment']:+.3f} ± {c['slo_attainment_ci95']:.3f} | "
+                  f"{crit} | {c['score_wins']}/{c['episodes']} |")
     if a.out:
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"args": vars(a), "rows": rows, "gap": gap},
+        tmp.write_text(json.dumps({"args": vars(a), "rows": rows, "gap": gap, "paired": comparisons},
                                   default=lambda x: None if isinstance(x, float) and not math.isfinite(x) else x))
         tmp.replace(out)
 

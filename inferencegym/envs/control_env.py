@@ -7,24 +7,25 @@ replica, running requests, arrival rate over the last interval and minute) plus 
 Reward: ``-w * GPU-seconds of the step / GPU-seconds of the full fleet over the episode`` every
 step and ``(1 - w) * SLO attainment`` at the end, so the return is the task's grade minus ``w``.
 Episodes use the training days by default (``split``), one (day, seed) per ``reset(seed=...)``.
+``features="history"`` appends rate history and the training profile's look-ahead
+(``envs/control_features.py``): the learned autoscaler's observation.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from inferencegym.envs.control_features import BASE_NAMES, control_features, feature_names
 from inferencegym.sim.config import ClusterConfig, ReplicaConfig
 from inferencegym.sim.fleet import Fleet, FleetConfig
-from inferencegym.tasks.control import (DEFAULT_WINDOWS, WINDOWS_PER_DAY, arrivals, day_rates, day_split,
+from inferencegym.tasks.control import (DEFAULT_WINDOWS, arrivals, control_context, day_rates, day_split,
                                         episode_windows, get_control_task, grade, lifecycle_config,
                                         load_windows)
 
-OBS_NAMES = ("ready_frac", "starting_frac", "draining_frac", "target_frac", "queue_mean_5", "queue_max_5",
-             "kv_mean", "running_per_capacity", "rate_interval_frac", "rate_minute_frac", "tod_sin", "tod_cos")
+OBS_NAMES = BASE_NAMES
 
 
 class ControlEnv(gym.Env):
@@ -32,7 +33,7 @@ class ControlEnv(gym.Env):
 
     def __init__(self, task_id: str = "cluster_autoscaling", *, split: str = "train",
                  load_windows_path: str | None = None, failures: bool = False,
-                 episode_windows_override: int | None = None) -> None:
+                 episode_windows_override: int | None = None, features: str = "base") -> None:
         self.task = get_control_task(task_id)
         if self.task.fixed_replicas:
             raise ValueError(f"ControlEnv drives an autoscaler; {task_id!r} has a fixed fleet")
@@ -44,8 +45,10 @@ class ControlEnv(gym.Env):
         self.days = day_split(len(self.windows))[split]
         self.lc = lifecycle_config(self.task, failures)
         t = self.task
+        self.features = features
+        self.obs_names = feature_names(features)
         self.action_space = gym.spaces.Discrete(t.max_replicas + 1)
-        self.observation_space = gym.spaces.Box(-1.0, np.inf, shape=(len(OBS_NAMES),), dtype=np.float32)
+        self.observation_space = gym.spaces.Box(-1.0, np.inf, shape=(len(self.obs_names),), dtype=np.float32)
         self.fleet: Fleet | None = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -63,6 +66,8 @@ class ControlEnv(gym.Env):
         self.fleet = Fleet(cc, FleetConfig(lifecycle=self.lc, tenant_tiers=t.tenant_tiers()), arr, rng=f_rng)
         self.max_gpu_s = t.max_replicas * self.fleet.lifecycle.gpus * self.episode_s
         self.day, self.seed_ = day, s
+        self.arrivals = arr
+        self.ctx = control_context(t, self.windows, rates, startup_s=self.fleet.lifecycle.startup_s())
         return self._obs(), {"day": day, "seed": s}
 
     def step(self, action):
@@ -88,21 +93,4 @@ class ControlEnv(gym.Env):
         return self.fleet.observe()
 
     def _obs(self) -> np.ndarray:
-        o = self.fleet.observe()
-        t = self.task
-        n = t.max_replicas
-        h = o.history
-        full = n * t.capacity_rps
-        k_int = max(1, int(round(t.interval_s / o.tick_s)))
-        k_min = max(1, int(round(60.0 / o.tick_s)))
-        a_int = h["arrivals"][-k_int:]
-        a_min = h["arrivals"][-k_min:]
-        r_int = sum(a_int) / (len(a_int) * o.tick_s) if a_int else 0.0
-        r_min = sum(a_min) / (len(a_min) * o.tick_s) if a_min else 0.0
-        phase = 2 * math.pi * ((self.w0 + o.now_s / t.window_s) / WINDOWS_PER_DAY)
-        q = o.queue or [0]
-        x = [o.ready / n, o.starting / n, o.draining / n, o.target / n, float(np.mean(q)) / 5.0,
-             float(max(q)) / 5.0, float(np.mean(o.kv)) if o.kv else 0.0,
-             (sum(o.running) + sum(o.queue)) / max(1, o.ready) / t.concurrency_at_capacity,
-             r_int / full, r_min / full, math.sin(phase), math.cos(phase)]
-        return np.asarray(x, dtype=np.float32)
+        return control_features(self.fleet.observe(), self.ctx, self.features)

@@ -16,34 +16,69 @@ from typing import Any, Callable
 import numpy as np
 
 from inferencegym.policies.admission import ADMISSION, make_admission
-from inferencegym.policies.autoscalers import AUTOSCALERS, ControlContext, make_autoscaler
+from inferencegym.policies.autoscalers import AUTOSCALERS, make_autoscaler
 from inferencegym.sim.config import ClusterConfig, ReplicaConfig
 from inferencegym.sim.fleet import Fleet, FleetConfig
-from inferencegym.tasks.control import (DEFAULT_WINDOWS, ControlTask, arrivals, day_rates, day_split,
-                                        episode_windows, get_control_task, grade, lifecycle_config,
-                                        load_windows,
-                                        training_profile)
+from inferencegym.tasks.control import (DEFAULT_WINDOWS, ControlContext, ControlTask, arrivals, control_context,
+                                        day_rates, day_split, get_control_task, grade, lifecycle_config,
+                                        load_windows)
+
+
+_LEARNED: dict[str, Callable[[str, str], Any]] = {}
+"""Scheme prefix (``pretrained:``, ``checkpoint:``) -> ``handler(spec, task_id)`` returning a learned
+autoscaler or admission controller; registered by ``inferencegym.rl`` (a higher layer)."""
+
+
+def register_control_scheme(prefix: str, handler: Callable[[str, str], Any]) -> None:
+    """Resolve control policy parts starting with ``prefix`` by ``handler(spec, task_id)``."""
+    _LEARNED[prefix] = handler
+
+
+def _learned(part: str) -> bool:
+    return part.startswith(("pretrained:", "checkpoint:"))
 
 
 def parse_spec(spec: str, task: ControlTask) -> tuple[str, str]:
-    """``(autoscaler, admission)`` names of a policy spec (one clear error for a bad one)."""
+    """``(autoscaler, admission)`` names of a policy spec (one clear error for a bad one). A learned
+    part (``pretrained:TASK``, ``checkpoint:PATH``) is the autoscaler of ``cluster_autoscaling`` and the
+    admission controller of ``cluster_admission``."""
     parts = [p.strip() for p in spec.split("+") if p.strip()]
+    learned = [p for p in parts if _learned(p)]
     auto = next((p for p in parts if p in AUTOSCALERS), None)
     adm = next((p for p in parts if p in ADMISSION), None)
-    bad = [p for p in parts if p not in AUTOSCALERS and p not in ADMISSION]
-    if bad or not parts or len(parts) > 2:
+    bad = [p for p in parts if p not in AUTOSCALERS and p not in ADMISSION and not _learned(p)]
+    if bad or not parts or len(parts) > 2 or len(learned) > 1:
         raise ValueError(f"bad control policy {spec!r}: expected AUTOSCALER, ADMISSION or AUTOSCALER+ADMISSION "
                          f"with autoscalers {', '.join(AUTOSCALERS)} and admission controllers "
-                         f"{', '.join(ADMISSION)}")
+                         f"{', '.join(ADMISSION)} (or one learned pretrained:TASK / checkpoint:PATH)")
+    if learned:
+        if learned[0].split(":", 1)[0] + ":" not in _LEARNED:
+            raise ValueError(f"control policy {learned[0]!r} needs inferencegym.rl imported (it registers the "
+                             f"pretrained: and checkpoint: handlers; the CLI does)")
+        if task.fixed_replicas:
+            adm = adm or learned[0]
+        else:
+            auto = auto or learned[0]
+        if learned[0] not in (auto, adm):
+            raise ValueError(f"{spec!r} gives two {'admission controllers' if task.fixed_replicas else 'autoscalers'}")
     if task.fixed_replicas and auto is not None:
         raise ValueError(f"{task.task_id} runs a fixed fleet of {task.initial_replicas} replicas: give an admission "
                          f"controller only ({', '.join(ADMISSION)}), not the autoscaler {auto!r}")
     return (auto or ("static" if task.fixed_replicas else "wva")), (adm or "admit_all")
 
 
+def _controller(name: str, task: ControlTask, make: Callable[[str], Any]) -> Any:
+    if _learned(name):
+        return _LEARNED[name.split(":", 1)[0] + ":"](name, task.task_id)
+    return make(name)
+
+
 def run_episode(task: ControlTask | str, spec: str, *, day: int, seed: int, load_windows_path: str | None = None,
-                failures: bool = False) -> dict[str, Any]:
-    """One episode; returns the fleet summary plus ``score``, ``episode_s``, ``cpu_s``, ``day``, ``seed``."""
+                failures: bool = False, admission: Any = None, autoscaler: Any = None) -> dict[str, Any]:
+    """One episode; returns the fleet summary plus ``score``, ``episode_s``, ``cpu_s``, ``day``, ``seed``.
+    ``admission`` / ``autoscaler``: controller objects used instead of the spec's (training rollouts,
+    tests); an admission controller with ``set_future`` (privileged) is given the episode's arrival
+    times and tiers."""
     task = get_control_task(task) if isinstance(task, str) else task
     auto_name, adm_name = parse_spec(spec, task)
     windows = load_windows(str(load_windows_path or DEFAULT_WINDOWS))
@@ -57,15 +92,15 @@ def run_episode(task: ControlTask | str, spec: str, *, day: int, seed: int, load
                        router="least_outstanding_requests", tenants=task.tenants())
     fc = FleetConfig(lifecycle=lifecycle_config(task, failures), tenant_tiers=task.tenant_tiers())
     fleet = Fleet(cc, fc, arr, rng=f_rng)
-    auto = _StaticScaler() if auto_name == "static" else make_autoscaler(auto_name)
-    ctx = ControlContext(capacity_rps=task.capacity_rps, concurrency_at_capacity=task.concurrency_at_capacity,
-                         max_replicas=task.max_replicas, interval_s=task.interval_s,
-                         startup_s=fleet.lifecycle.startup_s(), window_s=task.window_s,
-                         profile_rps=training_profile(task, windows)[episode_windows(task, rates)[0]:],
-                         future_arrivals_s=arr["arrival_s"] if auto_name == "hindsight" else None)
+    auto = autoscaler if autoscaler is not None else (
+        _StaticScaler() if auto_name == "static" else _controller(auto_name, task, make_autoscaler))
+    ctx = control_context(task, windows, rates, startup_s=fleet.lifecycle.startup_s(),
+                          future_arrivals_s=arr["arrival_s"] if auto_name == "hindsight" else None)
     auto.reset(ctx)
-    adm = make_admission(adm_name)
+    adm = admission if admission is not None else _controller(adm_name, task, make_admission)
     adm.reset(task.capacity_rps)
+    if hasattr(adm, "set_future"):
+        adm.set_future(arr["arrival_s"], np.asarray(task.tenant_tiers())[np.asarray(arr["tenant"], dtype=int)])
     fleet.admission = adm
     c0 = time.process_time()
     t = 0.0

@@ -8,9 +8,19 @@
 * ``token_bucket``: a gateway rate limit refilled at the measured capacity of the serving replicas
   with a 2 s burst; critical requests always pass (and take a token when there is one), standard
   ones wait (deferred, with the fleet's deadline) for a token, sheddable ones are rejected without one.
+* ``hindsight_admission`` (privileged reference): knows the episode's realized arrivals and tiers.
+  Once per gateway tick it picks the mildest admission level (``ADMISSION_LEVELS``: the shares of
+  standard and sheddable requests admitted) under which the requests arriving in the next
+  ``horizon_s`` seconds, plus the waiting and held ones, fit the serving replicas' measured
+  capacity over the horizon plus ``backlog_s`` seconds of work.
+  A look-ahead reference (the teacher of the learned admission controller), not a proven bound.
 """
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from inferencegym.sim.gateway import ADMIT, DEFER, REJECT, AdmitAll, GatewayState
 
@@ -54,6 +64,66 @@ class TokenBucket:
         return DEFER if tier == 1 else REJECT
 
 
+ADMISSION_LEVELS = ((1.0, 1.0), (1.0, 0.5), (1.0, 0.0), (0.75, 0.0), (0.5, 0.0), (0.25, 0.0), (0.0, 0.0))
+"""Admission level -> share of (standard, sheddable) requests admitted; critical ones always are.
+The rest are rejected (a deferral longer than the 2 s TTFT SLO cannot meet it)."""
+
+
+class LevelAdmission:
+    """Admission by level, chosen once per gateway tick by ``level_at(state)``: critical requests
+    are admitted; standard and sheddable ones in the level's share, spread evenly (a per-tier
+    credit grows by the share at each request and an admission spends one credit)."""
+
+    def reset(self, capacity_rps: float) -> None:
+        self.cap = capacity_rps
+        self.t_level = -math.inf
+        self.level = 0
+        self.credit = [0.0, 0.0, 0.0]
+
+    def level_at(self, state: GatewayState) -> int:
+        raise NotImplementedError
+
+    def decide(self, tier: int, t_s: float, state: GatewayState) -> int:
+        if state.now_s > self.t_level:
+            self.t_level = state.now_s
+            self.level = int(self.level_at(state))
+        if tier == 0:
+            return ADMIT
+        share = ADMISSION_LEVELS[self.level][tier - 1]
+        c = self.credit[tier] + share  # < 2: after a rejection credit < 1, after an admission < share
+        if c >= 1.0 - 1e-9:
+            self.credit[tier] = c - 1.0
+            return ADMIT
+        self.credit[tier] = c
+        return REJECT
+
+
+class HindsightAdmission(LevelAdmission):
+    name = "hindsight_admission"
+    privileged = True
+
+    def __init__(self, horizon_s: float = 10.0, backlog_s: float = 1.0) -> None:
+        self.horizon_s, self.backlog_s = horizon_s, backlog_s
+        self.t: np.ndarray | None = None
+
+    def set_future(self, arrival_s: np.ndarray, tiers: np.ndarray) -> None:
+        """Privileged: the episode's arrival times and tiers."""
+        self.t = np.asarray(arrival_s, dtype=float)
+        tiers = np.asarray(tiers)
+        self.cum = [np.concatenate([[0], np.cumsum(tiers == k)]) for k in range(3)]
+
+    def level_at(self, state: GatewayState) -> int:
+        if self.t is None:
+            raise ValueError("hindsight_admission is privileged: it needs the episode's arrivals (set_future)")
+        i0, i1 = np.searchsorted(self.t, [state.now_s, state.now_s + self.horizon_s])
+        c = [int(self.cum[k][i1] - self.cum[k][i0]) for k in range(3)]
+        budget = self.cap * max(1, state.routable) * (self.horizon_s + self.backlog_s) - sum(state.queue) - state.held
+        for lvl, (f1, f2) in enumerate(ADMISSION_LEVELS):
+            if c[0] + f1 * c[1] + f2 * c[2] <= budget:
+                return lvl
+        return len(ADMISSION_LEVELS) - 1
+
+
 class _AdmitAll(AdmitAll):
     name = "admit_all"
 
@@ -61,7 +131,9 @@ class _AdmitAll(AdmitAll):
         pass
 
 
-ADMISSION = {"admit_all": _AdmitAll, "gaie_shed": GaieShed, "token_bucket": TokenBucket}
+ADMISSION = {"admit_all": _AdmitAll, "gaie_shed": GaieShed, "token_bucket": TokenBucket,
+             "hindsight_admission": HindsightAdmission}
+PRIVILEGED_ADMISSION = ("hindsight_admission",)
 
 
 def make_admission(name: str):

@@ -27,36 +27,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from inferencegym.sim.fleet import ControlObs
+from inferencegym.tasks.control import ControlContext
 
-
-@dataclass(frozen=True, kw_only=True)
-class ControlContext:
-    """What a controller may know before the episode (the task's published facts)."""
-
-    capacity_rps: float
-    """Measured sustainable request rate of one replica at the SLO."""
-    concurrency_at_capacity: float
-    """Measured running + waiting requests per replica at ``capacity_rps``."""
-    max_replicas: int
-    min_replicas: int = 1
-    interval_s: float = 15.0
-    """Control interval (the agent acts every interval)."""
-    startup_s: float = 70.0
-    """Expected delay from a scale-up request to a serving replica."""
-    window_s: float = 150.0
-    """Simulated seconds per 10-minute source window (time compression 600 / window_s)."""
-    profile_rps: tuple[float, ...] = ()
-    """Rate per source window of a day, p90 over the training days (for ``scheduled``)."""
-    future_arrivals_s: np.ndarray | None = field(default=None, repr=False)
-    """Privileged: the episode's realized arrival times (``hindsight`` only)."""
-
-    def clamp(self, n: float) -> int:
-        return int(min(self.max_replicas, max(self.min_replicas, n)))
+__all__ = ["ControlContext", "AUTOSCALERS", "PRIVILEGED", "make_autoscaler"]
 
 
 class HPA:

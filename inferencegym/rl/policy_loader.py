@@ -41,6 +41,10 @@ def list_pretrained() -> list[str]:
 
 
 def _task_kind(task_id: str) -> str:
+    from inferencegym.tasks.control import CONTROL_TASKS
+
+    if task_id in CONTROL_TASKS:
+        return "control"
     kind = getattr(get_task(task_id), "kind", "single")
     return "cluster" if kind == "cluster" else "single"
 
@@ -108,6 +112,8 @@ class ModulePolicy:
         return self._history.push(arr)
 
     def _main_module_id(self) -> str:
+        if self.kind == "control":
+            return next(iter(self.modules))
         if self.kind == "single":
             return "default_policy" if "default_policy" in self.modules else next(iter(self.modules))
         mid = self.mapping.get("router")
@@ -156,7 +162,7 @@ class ModulePolicy:
 
     def act(self, obs: Any, info: dict | None = None) -> Any:
         a = self._greedy(self.module, self._input(obs))
-        if self.kind == "cluster":
+        if self.kind in ("cluster", "control"):
             return int(a)
 
         return flat_to_action(a)
@@ -174,7 +180,11 @@ class ModulePolicy:
 
 
 def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str],
-                model_config: dict | None = None) -> tuple[Any, Any]:
+                model_config: dict | None = None, control: dict | None = None) -> tuple[Any, Any]:
+    if kind == "control":  # a control-plane agent: spaces from the task and the export's feature set
+        from inferencegym.rl.control import control_spaces
+
+        return control_spaces(task_id, **(control or {}))
     if kind == "single":
         mc = model_config or {}
         hist = ({"history_windows": int(mc["history_windows"]),
@@ -235,13 +245,15 @@ def load_exported(path: str | Path, task_id: str | None = None) -> ModulePolicy:
     modules = {}
     for mid in meta["modules"]:
         sub = json.loads((root / mid / "module.json").read_text())
-        obs_space, act_space = _spaces_for(task, kind, mid, mapping, sub["model_config"])
+        obs_space, act_space = _spaces_for(task, kind, mid, mapping, sub["model_config"], meta.get("control"))
         m = RLModuleSpec(module_class=module_class(sub["type"]), observation_space=obs_space,
                          action_space=act_space, model_config=sub["model_config"]).build()
         state = torch.load(root / mid / "weights.pt", weights_only=True, map_location="cpu")
         m.load_state_dict(state)
         modules[mid] = m
-    return ModulePolicy(modules, task_id=task, kind=kind, source=f"pretrained:{task}", mapping=mapping)
+    policy = ModulePolicy(modules, task_id=task, kind=kind, source=f"pretrained:{task}", mapping=mapping)
+    policy.meta = meta
+    return policy
 
 
 def _rl_module_dir(path: Path) -> Path:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,34 @@ class ControlTask:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ControlContext:
+    """What a controller may know before the episode (the task's published facts)."""
+
+    capacity_rps: float
+    """Measured sustainable request rate of one replica at the SLO."""
+    concurrency_at_capacity: float
+    """Measured running + waiting requests per replica at ``capacity_rps``."""
+    max_replicas: int
+    min_replicas: int = 1
+    interval_s: float = 15.0
+    """Control interval (the agent acts every interval)."""
+    startup_s: float = 70.0
+    """Expected delay from a scale-up request to a serving replica."""
+    window_s: float = 150.0
+    """Simulated seconds per 10-minute source window (time compression 600 / window_s)."""
+    profile_rps: tuple[float, ...] = ()
+    """Rate per source window of a day from the episode's first window on, p90 over the training
+    days (for ``scheduled`` and the learned controllers' time-of-day features)."""
+    start_window: int = 0
+    """The day's source window the episode starts at (time of day = start_window + now / window_s)."""
+    future_arrivals_s: np.ndarray | None = field(default=None, repr=False)
+    """Privileged: the episode's realized arrival times (``hindsight`` only)."""
+
+    def clamp(self, n: float) -> int:
+        return int(min(self.max_replicas, max(self.min_replicas, n)))
+
+
 @lru_cache(maxsize=8)
 def load_windows(path: str) -> np.ndarray:
     """(days, 144) summed request rate per 10-minute window of a ServeGen windows file, gaps filled."""
@@ -149,6 +177,17 @@ def training_profile(task: ControlTask, windows: np.ndarray) -> tuple[float, ...
     """p90 over the training days of each window's rate (what ``scheduled`` provisions for)."""
     days = day_split(len(windows))["train"]
     return tuple(float(x) for x in np.percentile(np.stack([day_rates(task, windows, d) for d in days]), 90, axis=0))
+
+
+def control_context(task: ControlTask, windows: np.ndarray, rates: np.ndarray, *, startup_s: float,
+                    future_arrivals_s: np.ndarray | None = None) -> ControlContext:
+    """What a controller of ``task`` knows before an episode on the day of ``rates`` (``future_arrivals_s``:
+    the privileged ceiling only)."""
+    w0, _ = episode_windows(task, rates)
+    return ControlContext(capacity_rps=task.capacity_rps, concurrency_at_capacity=task.concurrency_at_capacity,
+                          max_replicas=task.max_replicas, interval_s=task.interval_s, startup_s=startup_s,
+                          window_s=task.window_s, profile_rps=training_profile(task, windows)[w0:],
+                          start_window=w0, future_arrivals_s=future_arrivals_s)
 
 
 def episode_windows(task: ControlTask, rates: np.ndarray) -> tuple[int, int]:

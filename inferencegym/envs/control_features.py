@@ -1,0 +1,82 @@
+"""Observation features of a control-plane agent (the learned autoscaler; ``ControlEnv``).
+
+Computed from what any controller may read (``ControlObs``: the fleet's scrape and its per-tick
+history) and what it knows before the episode (``ControlContext``: the measured capacity, the
+start-up delay, the training days' time-of-day profile). Nothing about future arrivals.
+
+* ``BASE_NAMES`` (the ``base`` feature set): what the production controllers read, plus time of day.
+* ``HISTORY_NAMES`` (appended by the ``history`` feature set): arrival rate per minute over the last
+  five minutes, over the last source window and the last four; the training profile now, one
+  start-up delay ahead and over the next two windows; and today's level against the profile (the
+  ratio of the last four windows' arrivals to what the profile predicted for them).
+Rates are fractions of the full fleet's capacity (``max_replicas * capacity_rps``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inferencegym.sim.fleet import ControlObs
+from inferencegym.tasks.control import WINDOWS_PER_DAY, ControlContext
+
+BASE_NAMES = ("ready_frac", "starting_frac", "draining_frac", "target_frac", "queue_mean_5", "queue_max_5",
+              "kv_mean", "running_per_capacity", "rate_interval_frac", "rate_minute_frac", "tod_sin", "tod_cos")
+HISTORY_NAMES = ("rate_m1", "rate_m2", "rate_m3", "rate_m4", "rate_m5", "rate_window", "rate_4_windows",
+                 "profile_now", "profile_after_startup", "profile_next_2_windows", "level_vs_profile")
+FEATURE_SETS = {"base": BASE_NAMES, "history": BASE_NAMES + HISTORY_NAMES}
+
+
+def feature_names(features: str) -> tuple[str, ...]:
+    if features not in FEATURE_SETS:
+        raise ValueError(f"unknown feature set {features!r}; valid: {', '.join(FEATURE_SETS)}")
+    return FEATURE_SETS[features]
+
+
+def _rate(arrivals: list, ticks: int, tick_s: float, skip: int = 0) -> float:
+    """Mean arrival rate (req/s) over ``ticks`` ticks ending ``skip`` ticks ago (0 before any tick)."""
+    end = len(arrivals) - skip
+    seg = arrivals[max(0, end - ticks):max(0, end)]
+    return sum(seg) / (len(seg) * tick_s) if seg else 0.0
+
+
+def _profile_at(ctx: ControlContext, t_s: float) -> float:
+    p = ctx.profile_rps
+    if not p:
+        return 0.0
+    return float(p[min(len(p) - 1, max(0, int(t_s // ctx.window_s)))])
+
+
+def control_features(obs: ControlObs, ctx: ControlContext, features: str = "base") -> np.ndarray:
+    """The feature vector (float32, ``feature_names(features)``) of one control step."""
+    names = feature_names(features)
+    n = ctx.max_replicas
+    full = n * ctx.capacity_rps
+    h = obs.history
+    arr = h["arrivals"]
+    tick = obs.tick_s
+    k_int = max(1, int(round(ctx.interval_s / tick)))
+    k_min = max(1, int(round(60.0 / tick)))
+    phase = 2 * math.pi * ((ctx.start_window + obs.now_s / ctx.window_s) / WINDOWS_PER_DAY)
+    q = obs.queue or [0]
+    x = [obs.ready / n, obs.starting / n, obs.draining / n, obs.target / n, float(np.mean(q)) / 5.0,
+         float(max(q)) / 5.0, float(np.mean(obs.kv)) if obs.kv else 0.0,
+         (sum(obs.running) + sum(obs.queue)) / max(1, obs.ready) / ctx.concurrency_at_capacity,
+         _rate(arr, k_int, tick) / full, _rate(arr, k_min, tick) / full, math.sin(phase), math.cos(phase)]
+    if len(names) > len(BASE_NAMES):
+        k_win = max(1, int(round(ctx.window_s / tick)))
+        x += [_rate(arr, k_min, tick, skip=i * k_min) / full for i in range(5)]
+        r4 = _rate(arr, 4 * k_win, tick)
+        x += [_rate(arr, k_win, tick) / full, r4 / full]
+        now = obs.now_s
+        x += [_profile_at(ctx, now) / full, _profile_at(ctx, now + ctx.startup_s) / full,
+              max(_profile_at(ctx, now + ctx.window_s), _profile_at(ctx, now + 2 * ctx.window_s)) / full]
+        seen = min(len(arr), 4 * k_win)
+        if seen > 0:
+            expect = float(np.mean([_profile_at(ctx, now - j * tick) for j in range(1, seen + 1, max(1, seen // 16))]))
+            level = r4 / expect if expect > 0 else 1.0
+        else:
+            level = 1.0
+        x.append(min(4.0, level))
+    return np.asarray(x, dtype=np.float32)

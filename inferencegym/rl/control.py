@@ -1,0 +1,232 @@
+"""Learned control-plane agents (issue 22): the autoscaler of ``cluster_autoscaling`` and the
+admission controller of ``cluster_admission`` as RLModules.
+
+Autoscaler: an MLP (``MLPModule``) over the ``history`` features of ``envs/control_features.py``,
+``Discrete(max_replicas + 1)`` target replicas. Trained on the training days only:
+
+1. **Warm start by imitation of the privileged ceiling** (DAgger): the first round rolls the
+   ``hindsight`` controller (which knows the episode's realized arrivals) and records its target at
+   every control step; later rounds roll the student (with probability ``beta`` the teacher) and
+   relabel every visited state with the teacher's target. The student sees observable features
+   only, so it learns the best observable approximation of the ceiling's schedule.
+2. **Conservative PPO fine-tuning** (``benchmarks/train_control.py --ppo-minutes``): RLlib PPO on
+   ``ControlEnv(features="history")`` from the cloned module, small learning rate and clip.
+
+:class:`LearnedAutoscaler` / :class:`LearnedAdmission` adapt a loaded module to the controller
+interfaces of ``evaluation/control.py`` (``reset(ctx)`` / ``act(obs)``; ``reset(capacity_rps)`` /
+``decide(tier, t_s, state)``), so ``evaluate --policy pretrained:cluster_autoscaling`` runs it on the
+same episodes as the baselines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from inferencegym.envs.control_features import control_features, feature_names
+from inferencegym.policies.admission import ADMISSION_LEVELS, LevelAdmission
+from inferencegym.policies.autoscalers import make_autoscaler
+from inferencegym.tasks.control import get_control_task
+
+ADMISSION_NAMES = ("routable_frac", "starting_frac", "queue_mean_5", "queue_max_5", "kv_mean", "saturation",
+                   "held_per_replica", "arrivals_per_capacity", "arrivals_5s_per_capacity",
+                   "arrivals_30s_per_capacity")
+"""Observation of the learned admission controller (``gateway_features``)."""
+
+
+def control_spaces(task_id: str, role: str = "autoscaler", features: str = "history") -> tuple[Any, Any]:
+    """(observation space, action space) of a learned control agent of ``task_id``."""
+    task = get_control_task(task_id)
+    if role == "autoscaler":
+        n = len(feature_names(features))
+        return gym.spaces.Box(-1.0, np.inf, (n,), np.float32), gym.spaces.Discrete(task.max_replicas + 1)
+    if role == "admission":
+        return (gym.spaces.Box(-1.0, np.inf, (len(ADMISSION_NAMES),), np.float32),
+                gym.spaces.Discrete(len(ADMISSION_LEVELS)))
+    raise ValueError(f"unknown control role {role!r}; valid: autoscaler, admission")
+
+
+class LearnedAutoscaler:
+    """A module policy as an autoscaler: features of the fleet's scrape -> greedy target replicas."""
+
+    def __init__(self, policy: Any, features: str = "history", name: str = "learned") -> None:
+        self.policy, self.features, self.name = policy, features, name
+
+    def reset(self, ctx: Any) -> None:
+        self.ctx = ctx
+        if hasattr(self.policy, "reset"):
+            self.policy.reset()
+
+    def features_of(self, obs: Any) -> np.ndarray:
+        return control_features(obs, self.ctx, self.features)
+
+    def act(self, obs: Any) -> int:
+        return self.ctx.clamp(int(self.policy.act(self.features_of(obs))))
+
+
+def gateway_features(state: Any, capacity_rps: float, recent: list[int]) -> np.ndarray:
+    """The admission controller's observation from the gateway state and the per-tick arrival
+    counts it has seen (``recent``, newest last)."""
+    n = max(1, state.routable)
+    cap = max(1e-9, capacity_rps * n)
+    q = state.queue or [0]
+    kv = state.kv or [0.0]
+    sat = state.saturation()
+    r1 = recent[-1] if recent else 0
+    r5 = sum(recent[-5:]) / max(1, min(5, len(recent)))
+    r30 = sum(recent[-30:]) / max(1, min(30, len(recent)))
+    return np.asarray([state.routable / 6.0, state.starting / 6.0, float(np.mean(q)) / 5.0, float(max(q)) / 5.0,
+                       float(np.mean(kv)), min(sat, 10.0) if math.isfinite(sat) else 10.0, state.held / n,
+                       r1 / cap, r5 / cap, r30 / cap], dtype=np.float32)
+
+
+class LearnedAdmission(LevelAdmission):
+    """A module policy as an admission controller: one admission level (``ADMISSION_LEVELS``) per
+    gateway tick from ``gateway_features``."""
+
+    def __init__(self, policy: Any, name: str = "learned") -> None:
+        self.policy, self.name = policy, name
+
+    def reset(self, capacity_rps: float) -> None:
+        super().reset(capacity_rps)
+        self.recent: list[int] = []
+
+    def features_of(self, state: Any) -> np.ndarray:
+        return gateway_features(state, self.cap, self.recent)
+
+    def level_at(self, state: Any) -> int:
+        self.recent.append(state.arrivals_last_tick)
+        return int(self.policy.act(self.features_of(state)))
+
+
+def load_control_policy(spec: str, task_id: str) -> Any:
+    """``pretrained:TASK`` / ``checkpoint:PATH`` of a control task -> an autoscaler or admission
+    controller (the handler ``inferencegym.rl`` registers with ``evaluation/control.py``)."""
+    from inferencegym.rl.policy_loader import load_policy
+
+    pol = load_policy(spec, task_id)
+    meta = getattr(pol, "meta", {}).get("control", {})
+    task = get_control_task(task_id)
+    role = meta.get("role", "admission" if task.fixed_replicas else "autoscaler")
+    if role == "admission":
+        return LearnedAdmission(pol, name=spec)
+    return LearnedAutoscaler(pol, meta.get("features", "history"), name=spec)
+
+
+# ------------------------------------------------------------------------------------ training
+
+
+def greedy_actor(module: Any) -> Callable[[np.ndarray], int]:
+    """The module's greedy action for one observation (for rollouts during training)."""
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    def act(x: np.ndarray) -> int:
+        with torch.no_grad():
+            out = module.forward_inference({Columns.OBS: torch.as_tensor(x[None])})
+        return int(out[Columns.ACTION_DIST_INPUTS][0].argmax())
+
+    return act
+
+
+def collect_autoscaler(env: Any, *, seeds: list[int], student: Callable | None = None, beta: float = 1.0,
+                       teacher: str = "hindsight") -> tuple[list, list, list[dict]]:
+    """Roll episodes of ``env`` (a ``ControlEnv``): the teacher acts with probability ``beta`` (per
+    step, from ``default_rng(seed)``), else the student; every visited observation is labelled with
+    the teacher's target. Returns (observations, teacher actions, per-episode summaries)."""
+    obs_l, act_l, eps = [], [], []
+    for s in seeds:
+        obs, info = env.reset(seed=s)
+        t = make_autoscaler(teacher)
+        t.reset(dataclasses.replace(env.ctx, future_arrivals_s=env.arrivals["arrival_s"]))
+        rng = np.random.default_rng(s)
+        done = False
+        while not done:
+            a_t = t.act(env.fleet.observe())
+            obs_l.append(obs)
+            act_l.append(a_t)
+            a = a_t if student is None or rng.random() < beta else student(obs)
+            obs, _, done, _, info = env.step(a)
+        eps.append({"day": env.day, "seed": s, "score": info["score"], "gpu_hours": info["summary"]["gpu_hours"],
+                    "slo_attainment": info["summary"]["slo_attainment"]})
+    return obs_l, act_l, eps
+
+
+def build_module(obs_space: Any, act_space: Any, hidden: list[int], seed: int = 0) -> Any:
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from inferencegym.rl.modules import MLPModule
+
+    torch.manual_seed(seed)
+    return RLModuleSpec(module_class=MLPModule, observation_space=obs_space, action_space=act_space,
+                        model_config={"hidden": list(hidden)}).build()
+
+
+def export_control_module(module: Any, out_dir: str | Path, *, task_id: str, role: str, features: str | None,
+                          hidden: list[int], extra: dict | None = None) -> Path:
+    from inferencegym.rl.policy_loader import export_module
+
+    ctl = {"role": role, **({"features": features} if features else {})}
+    return export_module(module, out_dir, module_type="mlp", model_config={"hidden": list(hidden)},
+                         module_id="default_policy", task_id=task_id, kind="control",
+                         extra={"control": ctl, **(extra or {})})
+
+
+class _Actor:
+    """``act(x)`` of a greedy module (what ``LearnedAdmission`` / ``LearnedAutoscaler`` call)."""
+
+    def __init__(self, module: Any) -> None:
+        self.act = greedy_actor(module)
+
+
+class DAggerAdmission(LevelAdmission):
+    """Training rollouts of the admission controller: at every gateway tick record the student's
+    observation and the privileged teacher's level; act with the teacher's level with probability
+    ``beta`` (from ``rng``), else the student's."""
+
+    def __init__(self, teacher: Any, student: Callable | None, beta: float, rng: np.random.Generator) -> None:
+        self.teacher, self.student, self.beta, self.rng = teacher, student, beta, rng
+        self.obs: list = []
+        self.acts: list = []
+
+    def reset(self, capacity_rps: float) -> None:
+        super().reset(capacity_rps)
+        self.teacher.reset(capacity_rps)
+        self.recent: list[int] = []
+
+    def set_future(self, arrival_s: np.ndarray, tiers: np.ndarray) -> None:
+        self.teacher.set_future(arrival_s, tiers)
+
+    def level_at(self, state: Any) -> int:
+        self.recent.append(state.arrivals_last_tick)
+        x = gateway_features(state, self.cap, self.recent)
+        a_t = self.teacher.level_at(state)
+        self.obs.append(x)
+        self.acts.append(a_t)
+        if self.student is None or self.rng.random() < self.beta:
+            return a_t
+        return int(self.student(x))
+
+
+def collect_admission(task_id: str, *, days_seeds: list[tuple[int, int]], student: Callable | None = None,
+                      beta: float = 1.0) -> tuple[list, list, list[dict]]:
+    """Admission rollouts on (day, seed) pairs, labelled by ``hindsight_admission``."""
+    from inferencegym.evaluation.control import run_episode
+    from inferencegym.policies.admission import make_admission
+
+    obs_l, act_l, eps = [], [], []
+    for day, s in days_seeds:
+        rec = DAggerAdmission(make_admission("hindsight_admission"), student, beta, np.random.default_rng(s))
+        out = run_episode(task_id, "admit_all", day=day, seed=s, admission=rec)
+        obs_l += rec.obs
+        act_l += rec.acts
+        eps.append({"day": day, "seed": s, "score": out["score"], "gpu_hours": out["gpu_hours"],
+                    "slo_attainment": out["slo_attainment"], "tier_slo_attainment": out["tier_slo_attainment"],
+                    "tier_ttft_p90_s": out["tier_ttft_p90_s"]})
+    return obs_l, act_l, eps
