@@ -25,31 +25,15 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-import gymnasium as gym
 import numpy as np
 
-from inferencegym.envs.control_features import control_features, feature_names
-from inferencegym.policies.admission import ADMISSION_LEVELS, LevelAdmission
+from inferencegym.envs.control_features import control_features
+from inferencegym.policies.admission import LevelAdmission
 from inferencegym.policies.autoscalers import make_autoscaler
+from inferencegym.rl.control_spaces import ADMISSION_NAMES, control_spaces
 from inferencegym.tasks.control import get_control_task
 
-ADMISSION_NAMES = ("routable_frac", "starting_frac", "queue_mean_5", "queue_max_5", "kv_mean", "saturation",
-                   "held_per_replica", "arrivals_per_capacity", "arrivals_5s_per_capacity",
-                   "arrivals_30s_per_capacity")
-"""Observation of the learned admission controller (``gateway_features``)."""
-
-
-def control_spaces(task_id: str, role: str = "autoscaler", features: str = "history") -> tuple[Any, Any]:
-    """(observation space, action space) of a learned control agent of ``task_id``."""
-    task = get_control_task(task_id)
-    if role == "autoscaler":
-        n = len(feature_names(features))
-        return gym.spaces.Box(-1.0, np.inf, (n,), np.float32), gym.spaces.Discrete(task.max_replicas + 1)
-    if role == "admission":
-        return (gym.spaces.Box(-1.0, np.inf, (len(ADMISSION_NAMES),), np.float32),
-                gym.spaces.Discrete(len(ADMISSION_LEVELS)))
-    raise ValueError(f"unknown control role {role!r}; valid: autoscaler, admission")
-
+__all__ = ["ADMISSION_NAMES", "control_spaces", "LearnedAutoscaler", "LearnedAdmission", "load_control_policy"]
 
 class LearnedAutoscaler:
     """A module policy as an autoscaler: features of the fleet's scrape -> greedy target replicas."""

@@ -182,7 +182,7 @@ class ModulePolicy:
 def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str],
                 model_config: dict | None = None, control: dict | None = None) -> tuple[Any, Any]:
     if kind == "control":  # a control-plane agent: spaces from the task and the export's feature set
-        from inferencegym.rl.control import control_spaces
+        from inferencegym.rl.control_spaces import control_spaces
 
         return control_spaces(task_id, **(control or {}))
     if kind == "single":
