@@ -50,6 +50,8 @@ def register(app: typer.Typer) -> None:
             if not all(is_control_task(t) for t in ctl):
                 raise typer.BadParameter("evaluate control tasks (cluster_autoscaling, cluster_admission) "
                                          "separately from the other tasks")
+            if any(p.startswith(("http://", "https://")) for p in _split(policy)):
+                import inferencegym.apps.policy_endpoint  # noqa: F401  (registers http(s):// for control tasks)
             rows = evaluate_control_rows(_split(policy), ctl, episodes=episodes, seed=seed, split=split,
                                          load_windows=load_windows, failures=failures,
                                          episode_windows=episode_windows)

@@ -35,7 +35,11 @@ def register_control_scheme(prefix: str, handler: Callable[[str, str], Any]) -> 
 
 
 def _learned(part: str) -> bool:
-    return part.startswith(("pretrained:", "checkpoint:"))
+    return part.startswith(("pretrained:", "checkpoint:", "http://", "https://"))
+
+
+def _scheme(part: str) -> str:
+    return part.split("//", 1)[0] + "//" if part.startswith("http") else part.split(":", 1)[0] + ":"
 
 
 def parse_spec(spec: str, task: ControlTask) -> tuple[str, str]:
@@ -50,11 +54,12 @@ def parse_spec(spec: str, task: ControlTask) -> tuple[str, str]:
     if bad or not parts or len(parts) > 2 or len(learned) > 1:
         raise ValueError(f"bad control policy {spec!r}: expected AUTOSCALER, ADMISSION or AUTOSCALER+ADMISSION "
                          f"with autoscalers {', '.join(AUTOSCALERS)} and admission controllers "
-                         f"{', '.join(ADMISSION)} (or one learned pretrained:TASK / checkpoint:PATH)")
+                         f"{', '.join(ADMISSION)} (or one learned pretrained:TASK / checkpoint:PATH / http://URL)")
     if learned:
-        if learned[0].split(":", 1)[0] + ":" not in _LEARNED:
-            raise ValueError(f"control policy {learned[0]!r} needs inferencegym.rl imported (it registers the "
-                             f"pretrained: and checkpoint: handlers; the CLI does)")
+        if _scheme(learned[0]) not in _LEARNED:
+            provider = "inferencegym.apps.policy_endpoint" if learned[0].startswith("http") else "inferencegym.rl"
+            raise ValueError(f"control policy {learned[0]!r} needs {provider} imported (it registers the "
+                             f"{_scheme(learned[0])} handler; the CLI does)")
         if task.fixed_replicas:
             adm = adm or learned[0]
         else:
@@ -69,7 +74,7 @@ def parse_spec(spec: str, task: ControlTask) -> tuple[str, str]:
 
 def _controller(name: str, task: ControlTask, make: Callable[[str], Any]) -> Any:
     if _learned(name):
-        return _LEARNED[name.split(":", 1)[0] + ":"](name, task.task_id)
+        return _LEARNED[_scheme(name)](name, task.task_id)
     return make(name)
 
 

@@ -88,18 +88,24 @@ class LearnedAdmission(LevelAdmission):
         return int(self.policy.act(self.features_of(state)))
 
 
+def wrap_control_policy(policy: Any, task_id: str, meta: dict | None = None, name: str = "learned") -> Any:
+    """A policy with ``act(features) -> int`` (a loaded module, an HTTP endpoint) as the autoscaler
+    or the admission controller of ``task_id`` (``meta``: the export's ``control`` entry)."""
+    meta = meta or {}
+    task = get_control_task(task_id)
+    role = meta.get("role", "admission" if task.fixed_replicas else "autoscaler")
+    if role == "admission":
+        return LearnedAdmission(policy, name=name)
+    return LearnedAutoscaler(policy, meta.get("features", "history"), name=name)
+
+
 def load_control_policy(spec: str, task_id: str) -> Any:
     """``pretrained:TASK`` / ``checkpoint:PATH`` of a control task -> an autoscaler or admission
     controller (the handler ``inferencegym.rl`` registers with ``evaluation/control.py``)."""
     from inferencegym.rl.policy_loader import load_policy
 
     pol = load_policy(spec, task_id)
-    meta = getattr(pol, "meta", {}).get("control", {})
-    task = get_control_task(task_id)
-    role = meta.get("role", "admission" if task.fixed_replicas else "autoscaler")
-    if role == "admission":
-        return LearnedAdmission(pol, name=spec)
-    return LearnedAutoscaler(pol, meta.get("features", "history"), name=spec)
+    return wrap_control_policy(pol, task_id, getattr(pol, "meta", {}).get("control"), name=spec)
 
 
 # ------------------------------------------------------------------------------------ training

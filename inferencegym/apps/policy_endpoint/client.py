@@ -24,7 +24,10 @@ class EndpointError(RuntimeError):
 def _task_kind(task_id: str | None) -> str | None:
     if task_id is None:
         return None
+    from inferencegym.tasks.control import CONTROL_TASKS
 
+    if task_id in CONTROL_TASKS:  # a control-plane agent: the raw action (an int)
+        return "control"
     return getattr(get_task(task_id), "kind", "single")
 
 
