@@ -76,7 +76,7 @@ def export(a, col: Collector, module, hidden: list[int], best_round: int, sample
                                  "command": "OMP_NUM_THREADS=1 PYTHONPATH=$PWD .venv/bin/python "
                                             "benchmarks/train_control.py " + " ".join(
                                                 f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items()
-                                                if v not in (None, False, True) and k not in ("out", "export_dir"))
+                                                if v is not None and not isinstance(v, bool) and k not in ("out", "export_dir"))
                                             + " --export-pretrained"})
     if out.exists():
         shutil.rmtree(out)
