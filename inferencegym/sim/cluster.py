@@ -30,9 +30,10 @@ from .knobs import REPLICA_KNOBS, ModelBank, changed_configs, reload_time_s
 from .metrics import WindowStats
 from .names import check_cluster_names
 from .outputs import FEATURE_NAMES, ReplicaFeatures, results_table, write_parquet
-from .replica import IDLE, RUN, Replica
+from .replica import IDLE, ITER, RUN, Replica
 from .request import Request
 from .router import make_router
+from .spec_ahead import advance_spec
 from .window_metrics import RunLedger, collect_window
 
 EV_STEP, EV_TRANSFER, EV_ARRIVAL = 0, 1, 2
@@ -186,7 +187,12 @@ class Cluster:
                     ledger.complete(done)
                 for r in handoffs:
                     self._start_transfer(r, rep)
-                self._schedule(rep)
+                end = rep.plan(t)
+                if end is not None:
+                    if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
+                        end = advance_spec(rep, self._ahead_limit(t_s))
+                    if end is not None:
+                        self._push_step(rep, end)
             elif kind == EV_ARRIVAL:
                 r = ev[3]
                 ledger.win_arrivals += 1
@@ -208,6 +214,19 @@ class Cluster:
         if t_s != math.inf:
             self.now_s = t_s
         return None
+
+    def _ahead_limit(self, t_s: float) -> float:
+        """How far a replica may advance on its own from now (``spec_ahead``): up to ``t_s`` and
+        up to the next arrival or transfer (they come after replica steps at an equal time); other
+        replicas' steps do not touch it, except that under disaggregation a step may start a
+        transfer to it, so then up to (before) the next event of any kind."""
+        q = self.events
+        h = q.next_other()
+        if self.disagg.on:
+            top = q.peek()
+            if top is not None and top[1] == EV_STEP:
+                h = math.nextafter(top[0], -math.inf)  # before it: its seq comes first at a tie
+        return h if h < t_s else t_s
 
     def _guarded_until(self, t_s: float):
         """Events due by ``t_s``, refusing (before touching it: no state change) an arrival that
