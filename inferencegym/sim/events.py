@@ -15,6 +15,10 @@ import math
 import itertools
 from collections.abc import Iterator
 
+EV_STEP, EV_TRANSFER, EV_ARRIVAL = 0, 1, 2
+"""Event kinds (the priority at equal times): a replica's end of planned work, a KV transfer's
+arrival, a request's arrival."""
+
 _push = heapq.heappush
 _pop = heapq.heappop
 
