@@ -141,6 +141,22 @@ class EngineParams:
     elementwise, all-reduce) padded to the next capture size, ``[1, 2, 4] + range(8, 256, 8) +
     range(256, max + 1, 16)`` (``vllm/config/vllm.py`` ``_set_cudagraph_sizes``); 0: no padding."""
 
+    spec_batch_expansion: bool = False
+    """Speculative verification by batch expansion (vLLM V0 of 2024, ``BatchExpansionTop1Scorer`` in
+    ``vllm/spec_decode/batch_expansion.py``, the only scorer up to v0.6.1): each sequence with ``k``
+    draft tokens becomes ``k + 1`` single-query sequences, so the target pass reads each sequence's
+    KV cache ``k + 1`` times and the engine's per-sequence work (``per_seq_s``, the attention's
+    per-sequence term) is paid ``k + 1`` times. False: one sequence with ``k + 1`` queries (MQA-style
+    scoring, vLLM V1)."""
+
+    ngram_per_seq_s: float | None = None
+    """CPU time of the n-gram (prompt-lookup) proposer per sequence and speculative step; None: the
+    engine's ``per_seq_s`` (vLLM V1's numba proposer, ~20 us a call). vLLM V0 (``NGramWorker.
+    sampler_output``, v0.6.1) loops over the sequences in Python with eager torch ops: a host-to-GPU
+    copy of the token ids, per n-gram size tried a compare / all / max and a blocking ``.item()``, on
+    a match eight more ops building the proposal and its one-hot probabilities, and a zero logprobs
+    tensor: ~15 ops, each at the eager per-op launch cost (``_EAGER_OP_S``)."""
+
     @classmethod
     def from_dict(cls, d: dict) -> EngineParams:
         known = set(cls.__dataclass_fields__)
@@ -200,8 +216,21 @@ def engine_params(profile: str) -> EngineParams:
                             per_token_s=0.0, kernel_slowdown_per_token=0.0)
     if profile == "vllm-v0":  # V0 (2024): one process, synchronous steps, graphs up to batch 256
         v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
-        return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256)
+        return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
+                                   spec_batch_expansion=True, ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s())
     return EngineParams.from_dict(load_calibration()["engines"][profile])
+
+
+_V0_NGRAM_OPS = 15
+"""Eager torch ops per sequence of vLLM V0's n-gram proposer (see ``EngineParams.ngram_per_seq_s``)."""
+_EAGER_LAYER_OPS = 9
+"""Kernels of one Llama layer run eagerly (2 norms, QKV, RoPE, attention, O, gate-up, SiLU-mul, down)."""
+
+
+def _eager_op_s() -> float:
+    """CPU launch cost of one eager torch op: the ``vllm-2023`` engines (no CUDA graphs) pay
+    ``per_layer_s`` per layer (fitted on SplitwiseSim's measured times) for ``_EAGER_LAYER_OPS`` ops."""
+    return float(load_calibration()["engines"]["vllm-2023"]["per_layer_s"]) / _EAGER_LAYER_OPS
 
 
 _REGISTERED_KERNELS: dict[str, dict] = {}
