@@ -1,0 +1,148 @@
+"""Speculative decoding vs load: vLLM's published speed-ups and slow-downs, replayed on the simulator.
+
+    OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/spec_decode_load.py [--seeds 3] [--json out.json]
+
+Published (``PUBLISHED``): vLLM team, "How Speculative Decoding Boosts vLLM Performance by up to
+2.8x" (blog.vllm.ai, 2024-10-17; ``_posts/2024-10-17-spec-decode.md`` and its figures 5-7 in
+vllm-project/vllm-project.github.io). Llama-3-70B(-Instruct) on 4 x H100, vLLM of Oct 2024 (V0
+engine), k = 4 draft tokens, mean end-to-end latency (s) per QPS with and without speculation:
+a draft model (turboderp/Qwama-0.5B-Instruct) on ShareGPT, QPS 1 / 2 / 4 / 8 / 10, and n-gram
+prompt lookup on CNN/DailyMail, QPS 1 / 2 / 4 / 8. The text states the ratios at the ends: "up to
+1.5x" / "up to 2.8x" speed-up at QPS 1, "1.4x slowdown" / "1.8x slowdown" at the highest QPS; the
+bar heights are read off the figures (to about +-0.05 s). Ratio = E2E without / E2E with
+speculation (> 1: speed-up).
+
+Replay (one replica, ``vllm-v0``: the V0 engine of 2024 with batch-expansion verification and
+V0's n-gram proposer cost, ``EngineParams``): Llama-3-70B, H100, TP4, ``batch_cap`` 256 (V0
+``max_num_seqs``), prefill-first scheduling with ``max_num_batched_tokens`` = max(8192, 2048)
+(V0 speculative decoding did not support chunked prefill), Poisson arrivals, ``NUM_PROMPTS`` per
+point. Acceptance from the literature (``inferencegym.sim.spec_acceptance``), not from these rows:
+Qwama-0.5B on Llama-3.1-70B 0.535 per position (SqueezeBits, vLLM 0.6.3), n-gram on CNN/DailyMail
+a mean acceptance length of 2.33 at k = 3 (SpecDecode-Bench). Lengths: ShareGPT pairs resampled
+from the 320-request seed-0 sample of ``vllm_published.py``; CNN/DailyMail prompts lognormal
+around 1,015 tokens (781-word articles, See et al. 2017, x 1.3 Llama-3 tokens per word), outputs
+lognormal around 128 tokens (not published: the blog's no-speculation QPS-1 latency, 2.75 s, is
+what that gives; a baseline-only choice, speculation plays no part in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vllm_published import SHAREGPT_POOL, burst_lengths  # noqa: E402
+
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig  # noqa: E402
+from inferencegym.sim.request import Request  # noqa: E402
+from inferencegym.sim.spec_acceptance import acceptance_alpha  # noqa: E402
+
+NUM_PROMPTS = 500
+K = 4
+CNN_PROMPT_TOKENS = 1015
+CNN_OUTPUT_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class Point:
+    """One published load point: mean E2E latency (s) with and without speculation."""
+
+    method: str
+    dataset: str
+    qps: float
+    e2e_spec_s: float
+    e2e_base_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.e2e_base_s / self.e2e_spec_s
+
+
+PUBLISHED: tuple[Point, ...] = (
+    Point("draft", "sharegpt", 1, 1.66, 2.56), Point("draft", "sharegpt", 2, 1.75, 2.60),
+    Point("draft", "sharegpt", 4, 2.27, 2.95), Point("draft", "sharegpt", 8, 3.40, 3.49),
+    Point("draft", "sharegpt", 10, 4.80, 3.43),
+    Point("ngram", "cnn_dailymail", 1, 0.98, 2.75), Point("ngram", "cnn_dailymail", 2, 1.24, 2.95),
+    Point("ngram", "cnn_dailymail", 4, 1.82, 3.78), Point("ngram", "cnn_dailymail", 8, 10.7, 5.75),
+)
+"""Bars of the blog's figures 5-7 (the end points are the ratios its text states: 1.5x, 2.8x, 1/1.4, 1/1.8)."""
+
+PROPOSER = {"draft": "qwama-0.5b", "ngram": "ngram"}
+
+
+def requests(dataset: str, qps: float, seed: int, n: int = NUM_PROMPTS) -> list[Request]:
+    """Poisson arrivals at ``qps`` with the dataset's lengths (module docstring)."""
+    rng = np.random.default_rng(seed)
+    if dataset == "sharegpt":
+        ins_pool, outs_pool = burst_lengths(SHAREGPT_POOL)
+        idx = rng.integers(0, len(ins_pool), size=n)
+        ins = [ins_pool[i] for i in idx]
+        outs = [max(outs_pool[i], 1) for i in idx]
+    else:
+        ins = np.clip(rng.lognormal(np.log(CNN_PROMPT_TOKENS), 0.35, n), 200, 4000).astype(int).tolist()
+        outs = np.clip(rng.lognormal(np.log(CNN_OUTPUT_TOKENS), 0.35, n), 16, 512).astype(int).tolist()
+    arrivals = np.cumsum(rng.exponential(1.0 / qps, size=n))
+    return [Request(req_id=i, arrival_s=float(a), prompt_tokens=int(p), output_tokens=int(o))
+            for i, (a, p, o) in enumerate(zip(arrivals, ins, outs))]
+
+
+def mean_e2e(point: Point, k: int, seed: int, profile: str = "vllm-v0") -> float:
+    """Simulated mean E2E latency (s) of the point's workload at depth ``k`` (0: no speculation)."""
+    rc = ReplicaConfig(model="llama-3-70b", gpu="h100-80gb", tensor_parallel=4, batch_cap=256,
+                       scheduler="vllm", max_tokens_per_iter=8192, prefix_caching=False,
+                       engine_profile=profile, speculation_depth=k, draft_model=PROPOSER[point.method],
+                       spec_acceptance=acceptance_alpha(point.method, point.dataset))
+    cl = Cluster(ClusterConfig(replica=rc, num_replicas=1), rng=np.random.default_rng(seed))
+    cl.submit(requests(point.dataset, point.qps, seed))
+    cl.drain()
+    return float(np.mean(cl.results()["e2e_s"]))
+
+
+def compare(seeds: int = 3, profile: str = "vllm-v0") -> list[dict]:
+    """Per published point: published and simulated ratio (median over seeds), signed error."""
+    out = []
+    for p in PUBLISHED:
+        base = [mean_e2e(p, 0, s, profile) for s in range(seeds)]
+        spec = [mean_e2e(p, K, s, profile) for s in range(seeds)]
+        ratio = float(np.median([b / s for b, s in zip(base, spec)]))
+        out.append({**asdict(p), "published_ratio": p.ratio, "profile": profile,
+                    "alpha": acceptance_alpha(p.method, p.dataset),
+                    "sim_e2e_base_s": float(np.median(base)), "sim_e2e_spec_s": float(np.median(spec)),
+                    "sim_ratio": ratio, "error": ratio / p.ratio - 1.0})
+    return out
+
+
+def markdown(recs: list[dict]) -> str:
+    lines = ["| method, dataset | QPS | E2E pub. base / spec (s) | ratio pub. | E2E sim. base / spec (s) "
+             "| ratio sim. | error |", "|---|---|---|---|---|---|---|"]
+    for r in recs:
+        lines.append(f"| {r['method']}, {r['dataset']} | {r['qps']:g} | {r['e2e_base_s']:.2f} / "
+                     f"{r['e2e_spec_s']:.2f} | {r['published_ratio']:.2f} | {r['sim_e2e_base_s']:.2f} / "
+                     f"{r['sim_e2e_spec_s']:.2f} | {r['sim_ratio']:.2f} | {100 * r['error']:+.0f} % |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per point (median ratio)")
+    ap.add_argument("--profile", default="vllm-v0", help="engine profile (default: vllm-v0, the 2024 engine)")
+    ap.add_argument("--json", default=None, help="write the records here")
+    a = ap.parse_args(argv)
+    if a.seeds < 1:
+        print(f"--seeds must be >= 1, got {a.seeds}", file=sys.stderr)
+        return 2
+    recs = compare(a.seeds, a.profile)
+    print(markdown(recs))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(recs, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""Speculative decoding vs load (issue 23 item 3): proposer costs, acceptance by workload, and vLLM's
+published speed-ups / slow-downs replayed (``benchmarks/spec_decode_load.py``, seed 0, ~7 s)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from inferencegym.sim.execution import ExecutionModel, expected_tokens_per_step
+from inferencegym.sim.spec_acceptance import ACCEPTANCE, acceptance_alpha, alpha_from_length
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+import spec_decode_load as sdl  # noqa: E402
+
+BAND = 0.25
+
+
+def model(draft: str, profile: str) -> ExecutionModel:
+    return ExecutionModel.from_preset(model="llama-3-70b", gpu="h100-80gb", tensor_parallel=4,
+                                      draft_model=draft, engine_profile=profile)
+
+
+def test_acceptance_lengths_invert_to_the_geometric_alpha():
+    for f in ACCEPTANCE:
+        a = f.alpha()
+        assert 0.0 < a < 1.0
+        if f.mean_length is not None:
+            assert expected_tokens_per_step(a, f.k) == pytest.approx(f.mean_length, rel=1e-9)
+    with pytest.raises(ValueError, match="mean acceptance length"):
+        alpha_from_length(5.0, 3)
+
+
+def test_acceptance_depends_on_the_workload_and_the_proposer():
+    # prompt lookup copies summaries from the article, not maths; a learned head varies less
+    assert acceptance_alpha("ngram", "cnn_dailymail") > acceptance_alpha("ngram", "gsm8k") + 0.3
+    eagle = [acceptance_alpha("eagle3", d) for d in ("cnn_dailymail", "gsm8k")]
+    assert max(eagle) - min(eagle) < 0.05
+    with pytest.raises(ValueError, match="known:"):
+        acceptance_alpha("ngram", "no-such-dataset")
+
+
+def test_proposer_costs_order_as_their_work():
+    B, ctx, k = 16, 500, 4
+    steps = {d: model(d, "vllm-v1").speculative_step_time_s(B, ctx, k) for d in ("ngram", "eagle", "qwama-0.5b")}
+    assert steps["ngram"] < steps["eagle"] < steps["qwama-0.5b"]
+    # n-gram at batch 1: verification of 5 tokens costs about one decode step (memory-bound)
+    m = model("ngram", "vllm-v1")
+    assert m.speculative_step_time_s(1, ctx, k) < 1.05 * m.decode_step_time_s(1, ctx)
+
+
+def test_v0_batch_expansion_costs_more_as_the_batch_grows():
+    v0, v1 = model("qwama-0.5b", "vllm-v0"), model("qwama-0.5b", "vllm-v1")
+    # the same kernels, V0 synchronous: compare the verification surcharge over a plain decode step
+    extra = {B: (v0.speculative_step_time_s(B, 500, 4) - v0.decode_step_time_s(B, 500))
+             - (v1.speculative_step_time_s(B, 500, 4) - v1.decode_step_time_s(B, 500)) for B in (1, 64)}
+    assert extra[64] > extra[1] + 2e-3  # k+1 KV reads and per-sequence work per sequence
+
+
+@pytest.fixture(scope="module")
+def replay():
+    return {(r["method"], r["qps"]): r for r in sdl.compare(seeds=1)}
+
+
+def test_published_points_speed_up_at_qps1_and_slow_down_at_the_highest():
+    for method in ("draft", "ngram"):
+        pts = [p for p in sdl.PUBLISHED if p.method == method]
+        assert pts[0].ratio > 1.4 and pts[-1].ratio < 0.75
+
+
+def test_speed_up_at_qps1_within_the_band(replay):
+    for method in ("draft", "ngram"):
+        r = replay[(method, 1)]
+        assert r["sim_ratio"] > 1.3
+        assert abs(r["error"]) <= BAND, r
+
+
+def test_speed_up_shrinks_with_load_and_the_draft_model_stops_paying(replay):
+    for method, qps in (("draft", (1, 2, 4, 8, 10)), ("ngram", (1, 2, 4, 8))):
+        ratios = [replay[(method, q)]["sim_ratio"] for q in qps]
+        assert all(b < a + 0.02 for a, b in zip(ratios, ratios[1:])), ratios
+        assert ratios[-1] < 0.8 * ratios[0]
+    assert replay[("draft", 10)]["sim_ratio"] <= 1.0
+
+
+@pytest.mark.xfail(strict=True, reason="not reproduced (docs/bench/fidelity.md): the draft model's "
+                   "slow-down at QPS 10 comes out 0.97x against 0.71x, the n-gram one 1.2x against 0.54x")
+def test_slow_down_at_the_highest_qps_within_the_band(replay):
+    for key in (("draft", 10), ("ngram", 8)):
+        assert abs(replay[key]["error"]) <= BAND, replay[key]
