@@ -518,7 +518,8 @@ class ExecutionModel:
             q = kd + 1
             ntok = B * q
             # sequences the target pass sees: B, or B*(k+1) single-query ones under batch expansion
-            nseq, aq, kv_reads = (ntok, 1, q) if (kd and self._spec_expand) else (B, q, 1)
+            # (their per-sequence work repeats; their KV reads hit the copies' shared blocks in L2)
+            nseq = ntok if (kd and self._spec_expand) else B
             kern = self.kernel
             f = 1.0 + self._slow * ntok
             gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
@@ -529,7 +530,7 @@ class ExecutionModel:
                 a = kern_a if kern_a >= cpu else cpu
             else:
                 a = kern_a + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
-            b = f * self._layers * self._attn_decode_slope(aq) * kv_reads
+            b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
                 da, db = self._draft_pass_coeffs(B)
                 if self.spec_method == "ngram":  # one lookup pass over the sequences, not k
@@ -588,13 +589,10 @@ class ExecutionModel:
         t = (self._token_time(gtok) + self._lm_head_time(len(prefill_chunks) + B * q)
              + L * self._attn_prefill_layer(prefill_chunks))
         if B > 0:
-            if speculation_depth and self._spec_expand:  # B*(k+1) single-query sequences
-                nseq += B * speculation_depth
-                t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B * q
-                          + self._attn_decode_slope(1) * q * decode_context_tokens)
-            else:
-                t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B
-                          + self._attn_decode_slope(q) * decode_context_tokens)
+            nd = B * q if (speculation_depth and self._spec_expand) else B  # batch expansion
+            nseq += nd - B
+            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
+                      + self._attn_decode_slope(q) * decode_context_tokens)
         if self._async:
             t = t * (1.0 + self._slow * ntok)
             cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok

@@ -144,9 +144,11 @@ class EngineParams:
     spec_batch_expansion: bool = False
     """Speculative verification by batch expansion (vLLM V0 of 2024, ``BatchExpansionTop1Scorer`` in
     ``vllm/spec_decode/batch_expansion.py``, the only scorer up to v0.6.1): each sequence with ``k``
-    draft tokens becomes ``k + 1`` single-query sequences, so the target pass reads each sequence's
-    KV cache ``k + 1`` times and the engine's per-sequence work (``per_seq_s``, the attention's
-    per-sequence term) is paid ``k + 1`` times. False: one sequence with ``k + 1`` queries (MQA-style
+    draft tokens becomes ``k + 1`` single-query sequences, so the engine's per-sequence work
+    (``per_seq_s``) and the attention's per-sequence term are paid ``k + 1`` times; the copies read
+    the same KV blocks back to back (L2 hits), so the KV bytes are read about once. That split is the
+    one vLLM's measured scoring times support (vllm-project/vllm#5691: Llama-7B, A100, k = 5, batch
+    4-128; ``docs/bench/fidelity.md``). False: one sequence with ``k + 1`` queries (MQA-style
     scoring, vLLM V1)."""
 
     ngram_per_seq_s: float | None = None
