@@ -533,6 +533,8 @@ class ExecutionModel:
             b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
                 da, db = self._draft_pass_coeffs(B)
+                if self.engine_overhead:  # speculative bookkeeping per sequence (engine profile)
+                    a += self.engine.spec_per_seq_s * B
                 if self.spec_method == "ngram":  # one lookup pass over the sequences, not k
                     a += da
                 else:
@@ -607,6 +609,8 @@ class ExecutionModel:
                 da, db = self._draft_pass_coeffs(B)
                 passes = 1 if self.spec_method == "ngram" else speculation_depth
                 t += passes * (da + db * decode_context_tokens)
+                if self.engine_overhead:
+                    t += self.engine.spec_per_seq_s * B
         return t
 
     def prefill_time_s(self, prompt_tokens: int) -> float:

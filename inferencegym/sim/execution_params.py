@@ -151,6 +151,15 @@ class EngineParams:
     4-128; ``docs/bench/fidelity.md``). False: one sequence with ``k + 1`` queries (MQA-style
     scoring, vLLM V1)."""
 
+    spec_per_seq_s: float = 0.0
+    """CPU time per sequence of each speculative step outside the GPU passes and the engine's
+    per-sequence work (proposal bookkeeping, batch expansion and contraction, rejection-sampling
+    outputs). vLLM V0 of 2024 (v0.6) sped up its plain decode path (object cache, asynchronous output
+    processing, multi-step scheduling: the v0.6.0 blog's 1.8-2.7x) but ran speculation without them
+    (``ModelConfig.verify_async_output_proc`` turns async output processing off under speculation;
+    multi-step does not support it), so ``vllm-v0`` charges its speculative steps the per-sequence
+    Python cost of the 2023 engines (``vllm-2023``'s ``per_seq_s``, fitted on SplitwiseSim's measured
+    times): a hypothesis, with its evidence and sensitivity in docs/bench/fidelity.md. 0: none."""
     ngram_per_seq_s: float | None = None
     """CPU time of the n-gram (prompt-lookup) proposer per sequence and speculative step; None: the
     engine's ``per_seq_s`` (vLLM V1's numba proposer, ~20 us a call). vLLM V0 (``NGramWorker.
@@ -219,7 +228,8 @@ def engine_params(profile: str) -> EngineParams:
     if profile == "vllm-v0":  # V0 (2024): one process, synchronous steps, graphs up to batch 256
         v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
-                                   spec_batch_expansion=True, ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s())
+                                   spec_batch_expansion=True, ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),
+                                   spec_per_seq_s=float(load_calibration()["engines"]["vllm-2023"]["per_seq_s"]))
     return EngineParams.from_dict(load_calibration()["engines"][profile])
 
 

@@ -60,7 +60,8 @@ SCORING_MS = {4: (13.7, 15.4), 8: (14.8, 17.7), 16: (18.4, 23.9), 32: (25.5, 36.
 def scoring_ms(expand: bool, batch: int, context: int = 256) -> float:
     m = ExecutionModel.from_preset(model="llama-2-7b", gpu="a100-80gb", draft_model="ngram",
                                    engine_profile="vllm-v0")
-    m = m._replace(engine=dataclasses.replace(m.engine, spec_batch_expansion=expand, ngram_per_seq_s=0.0))
+    m = m._replace(engine=dataclasses.replace(m.engine, spec_batch_expansion=expand, ngram_per_seq_s=0.0,
+                                              spec_per_seq_s=0.0))  # the scorer alone
     return 1e3 * m.speculative_step_time_s(batch, context, 5)
 
 
@@ -90,18 +91,28 @@ def test_speed_up_at_qps1_within_the_band(replay):
         assert abs(r["error"]) <= BAND, r
 
 
-def test_speed_up_shrinks_with_load(replay):
+def test_the_baseline_without_speculation_is_the_published_one(replay):
+    # the replay's own check: no-speculation latency per QPS (ShareGPT: all; CNN/DM below saturation)
+    for key in [("draft", q) for q in (1, 2, 4, 8, 10)] + [("ngram", q) for q in (1, 2, 4)]:
+        r = replay[key]
+        assert r["sim_e2e_base_s"] == pytest.approx(r["e2e_base_s"], rel=0.1), r
+
+
+def test_speed_up_turns_into_a_slow_down_under_load(replay):
     for method, qps in (("draft", (1, 2, 4, 8, 10)), ("ngram", (1, 2, 4, 8))):
         ratios = [replay[(method, q)]["sim_ratio"] for q in qps]
         assert all(b < a + 0.02 for a, b in zip(ratios, ratios[1:])), ratios
-        assert ratios[-1] < 0.7 * ratios[0]
-    # the shape of the published curve below its last point: within 20 %
+        assert ratios[0] > 1.3 and ratios[-1] < 1.0, ratios
+    # the published curves below their last point: within 15 %
     for key in (("draft", 2), ("draft", 4), ("draft", 8), ("ngram", 2), ("ngram", 4)):
-        assert abs(replay[key]["error"]) <= 0.2, replay[key]
+        assert abs(replay[key]["error"]) <= 0.15, replay[key]
 
 
-@pytest.mark.xfail(strict=True, reason="not reproduced (docs/bench/fidelity.md): at the highest QPS the "
-                   "draft model gives 1.04x against 0.71x, the n-gram 1.44x against 0.54x")
-def test_slow_down_at_the_highest_qps_within_the_band(replay):
-    for key in (("draft", 10), ("ngram", 8)):
-        assert abs(replay[key]["error"]) <= BAND, replay[key]
+def test_draft_model_slow_down_at_qps10_within_the_band(replay):
+    assert abs(replay[("draft", 10)]["error"]) <= BAND, replay[("draft", 10)]
+
+
+@pytest.mark.xfail(strict=True, reason="not reproduced (docs/bench/fidelity.md): n-gram at QPS 8 gives "
+                   "0.80x against the published 0.54x")
+def test_ngram_slow_down_at_qps8_within_the_band(replay):
+    assert abs(replay[("ngram", 8)]["error"]) <= BAND, replay[("ngram", 8)]
