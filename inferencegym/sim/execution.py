@@ -203,7 +203,11 @@ class ExecutionModel:
         if draft_model in SPEC_PROPOSERS:
             dp = draft_model
         else:
-            dp = get_model(draft_model) if draft_model else None
+            try:
+                dp = get_model(draft_model) if draft_model else None
+            except ValueError as e:
+                raise ValueError(f"draft_model must be 'default', a draft model preset, "
+                                 f"{' or '.join(repr(p) for p in SPEC_PROPOSERS)} or None; {e}") from None
         if not engine_overhead:
             if engine_profile not in (None, "kernel-only"):
                 raise ValueError(f"engine_overhead=False means engine_profile='kernel-only', but "

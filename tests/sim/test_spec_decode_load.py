@@ -116,3 +116,15 @@ def test_draft_model_slow_down_at_qps10_within_the_band(replay):
                    "0.80x against the published 0.54x")
 def test_ngram_slow_down_at_qps8_within_the_band(replay):
     assert abs(replay[("ngram", 8)]["error"]) <= BAND, replay[("ngram", 8)]
+
+
+def test_the_proposer_is_a_replica_setting_and_bad_names_say_what_is_valid():
+    import numpy as np
+
+    from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig
+
+    rc = ReplicaConfig(model="llama-3-8b", gpu="h100-80gb", draft_model="ngram", speculation_depth=3)
+    cl = Cluster(ClusterConfig(replica=rc, num_replicas=1), rng=np.random.default_rng(0))
+    assert cl.replicas[0].model.spec_method == "ngram"
+    with pytest.raises(ValueError, match="draft_model must be 'default', a draft model preset, 'ngram'"):
+        Cluster(ClusterConfig(replica=ReplicaConfig(draft_model="nope"), num_replicas=1))
