@@ -24,6 +24,13 @@ CNN/DailyMail prompts lognormal
 around 1,015 tokens (781-word articles, See et al. 2017, x 1.3 Llama-3 tokens per word), outputs
 lognormal around 128 tokens (not published: the blog's no-speculation QPS-1 latency, 2.75 s, is
 what that gives; a baseline-only choice, speculation plays no part in it).
+
+Second check (``crossover``, out of sample for every ``vllm-v0`` choice): SqueezeBits, "vLLM vs
+TensorRT-LLM #11: Speculative Decoding" (vLLM v0.6.3, 4 x A100, Llama-3.1-70B TP4, Qwama-0.5B draft,
+Dynamic-Sonnet prompts of 1K / 2K tokens, 128 output tokens): speculation loses to plain decoding
+above a maximum concurrency of 32 (1K) and 16 (2K). Here: the fixed-batch ratio
+``expected_tokens_per_step * decode_step / speculative_step`` at concurrency C (contexts mid-way
+through the 128 outputs; prefills of a closed loop not counted), for k = 3, 4, 5 (not published).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vllm_published import SHAREGPT_POOL, burst_lengths  # noqa: E402
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig  # noqa: E402
+from inferencegym.sim.execution import ExecutionModel, expected_tokens_per_step  # noqa: E402
 from inferencegym.sim.request import Request  # noqa: E402
 from inferencegym.sim.spec_acceptance import acceptance_alpha  # noqa: E402
 
@@ -122,6 +130,39 @@ def compare(seeds: int = 3, profile: str = "vllm-v0") -> list[dict]:
     return out
 
 
+CROSSOVER_PUBLISHED = {1024: 32, 2048: 16}
+"""Prompt tokens -> the largest max concurrency at which speculation still won (SqueezeBits)."""
+CONCURRENCY = (1, 4, 8, 16, 24, 32, 48, 64)
+
+
+def crossover(profile: str = "vllm-v0", ks: tuple[int, ...] = (3, 4, 5)) -> list[dict]:
+    """Fixed-batch speed-up of the Qwama-0.5B draft on Llama-3-70B / 4 x A100 per concurrency."""
+    m = ExecutionModel.from_preset(model="llama-3-70b", gpu="a100-80gb", tensor_parallel=4,
+                                   draft_model="qwama-0.5b", engine_profile=profile)
+    out = []
+    for prompt, pub in CROSSOVER_PUBLISHED.items():
+        alpha = acceptance_alpha("draft", f"dynamic_sonnet_{prompt // 1024}k")
+        for k in ks:
+            e = expected_tokens_per_step(alpha, k)
+            ratios = {c: e * m.decode_step_time_s(c, prompt + 64) / m.speculative_step_time_s(c, prompt + 64, k)
+                      for c in CONCURRENCY}
+            wins = [c for c in CONCURRENCY if ratios[c] >= 1.0]
+            out.append({"prompt_tokens": prompt, "k": k, "alpha": alpha, "ratios": ratios,
+                        "last_winning_concurrency": max(wins) if wins else 0,
+                        "published_last_winning_concurrency": pub})
+    return out
+
+
+def crossover_markdown(recs: list[dict]) -> str:
+    lines = ["| prompt tokens | k | " + " | ".join(f"C={c}" for c in CONCURRENCY)
+             + " | speculation wins up to C (sim / published) |",
+             "|---|---|" + "---|" * len(CONCURRENCY) + "---|"]
+    for r in recs:
+        lines.append(f"| {r['prompt_tokens']} | {r['k']} | " + " | ".join(f"{r['ratios'][c]:.2f}" for c in CONCURRENCY)
+                     + f" | {r['last_winning_concurrency']} / {r['published_last_winning_concurrency']} |")
+    return "\n".join(lines)
+
+
 def markdown(recs: list[dict]) -> str:
     lines = ["| method, dataset | QPS | E2E pub. base / spec (s) | ratio pub. | E2E sim. base / spec (s) "
              "| ratio sim. | error |", "|---|---|---|---|---|---|---|"]
@@ -142,10 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--seeds must be >= 1, got {a.seeds}", file=sys.stderr)
         return 2
     recs = compare(a.seeds, a.profile)
+    cross = crossover(a.profile)
     print(markdown(recs))
+    print()
+    print(crossover_markdown(cross))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(recs, f, indent=1)
+            json.dump({"load": recs, "crossover": cross}, f, indent=1)
     return 0
 
 

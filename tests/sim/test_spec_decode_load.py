@@ -128,3 +128,14 @@ def test_the_proposer_is_a_replica_setting_and_bad_names_say_what_is_valid():
     assert cl.replicas[0].model.spec_method == "ngram"
     with pytest.raises(ValueError, match="draft_model must be 'default', a draft model preset, 'ngram'"):
         Cluster(ClusterConfig(replica=ReplicaConfig(draft_model="nope"), num_replicas=1))
+
+
+def test_fixed_concurrency_crossover_as_squeezebits_measured():
+    # vLLM v0.6.3, Llama-3.1-70B on 4 x A100, Qwama-0.5B draft: speculation still wins at
+    # concurrency 16 and loses at 64, earlier with 2K prompts than 1K; k not published (3-5 here)
+    recs = sdl.crossover("vllm-v0")
+    for r in recs:
+        assert r["ratios"][16] > 1.0 and r["ratios"][64] < 1.0, r
+    by = {(r["prompt_tokens"], r["k"]): r["ratios"] for r in recs}
+    for k in (3, 4, 5):
+        assert all(by[(2048, k)][c] < by[(1024, k)][c] for c in sdl.CONCURRENCY if c > 1)
