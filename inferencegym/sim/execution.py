@@ -529,16 +529,16 @@ class ExecutionModel:
             gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
             kern_a = f * (self._token_time(gtok) + self._lm_head_time(ntok)
                           + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nseq))
+            cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+            if kd and self.engine_overhead:  # speculative bookkeeping per sequence (engine profile)
+                cpu += self.engine.spec_per_seq_s * B
             if self._async:  # CPU work overlaps the previous step's kernels (exact while the
-                cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok  # kernels take longer)
-                a = kern_a if kern_a >= cpu else cpu
+                a = kern_a if kern_a >= cpu else cpu  # kernels take longer)
             else:
-                a = kern_a + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+                a = kern_a + cpu
             b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
                 da, db = self._draft_pass_coeffs(B)
-                if self.engine_overhead:  # speculative bookkeeping per sequence (engine profile)
-                    a += self.engine.spec_per_seq_s * B
                 if self.spec_method == "ngram":  # one lookup pass over the sequences, not k
                     a += da
                 else:
@@ -599,13 +599,15 @@ class ExecutionModel:
             nseq += nd - B
             t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
                       + self._attn_decode_slope(q) * decode_context_tokens)
+        cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+        if B and speculation_depth and self.engine_overhead:  # speculative bookkeeping per sequence
+            cpu += self.engine.spec_per_seq_s * B
+        t = t * (1.0 + self._slow * ntok)
         if self._async:
-            t = t * (1.0 + self._slow * ntok)
-            cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
             if cpu > t:
                 t = cpu
         else:
-            t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+            t += cpu
         if B > 0:
             if speculation_depth > 0:
                 if self.spec_method is None:
@@ -613,8 +615,6 @@ class ExecutionModel:
                 da, db = self._draft_pass_coeffs(B)
                 passes = 1 if self.spec_method == "ngram" else speculation_depth
                 t += passes * (da + db * decode_context_tokens)
-                if self.engine_overhead:
-                    t += self.engine.spec_per_seq_s * B
         return t
 
     def prefill_time_s(self, prompt_tokens: int) -> float:
