@@ -210,9 +210,10 @@ def simulate(row: PublishedRow, profile: str, seed: int = 0) -> dict[str, float]
     reqs, seen = row_requests(row, seed)
     sched = {"scheduler": "sarathi", "chunk_size": src["chunk_size"]} if src.get("scheduler") == "sarathi" \
         else {"scheduler": "vllm", "max_tokens_per_iter": src["max_tokens_per_iter"]}
+    steps = {"num_scheduler_steps": src["scheduler_steps"]} if src["scheduler_steps"] > 1 else {}
     rc = ReplicaConfig(model=row.model, gpu=row.gpu, tensor_parallel=row.tp, batch_cap=src["batch_cap"],
                        quantization=src.get("quantization", "fp16"), prefix_caching=False,
-                       engine_profile=profile, **sched)
+                       engine_profile=profile, **sched, **steps)
     cl = Cluster(ClusterConfig(replica=rc, num_replicas=1), rng=np.random.default_rng(seed))
     cl.submit(reqs)
     cl.drain()

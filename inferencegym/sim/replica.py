@@ -39,6 +39,10 @@ _isnan = math.isnan
 _INF = math.inf
 
 
+def _no_cpu(_batch: int) -> float:
+    return 0.0
+
+
 def _reject_unowned(r: "Request", why: str) -> None:
     r.rejected_reason = why
 
@@ -88,6 +92,7 @@ class Replica(ReplicaAdvance):
         self.cutoff = _INF  # dispatch time up to which waiting requests may be scheduled now
         self.blocked = False  # the last scheduling pass left a request waiting for the cutoff
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
+        self.block_end = 0  # multi-step scheduling: the decode block in progress ends at this iteration count
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
@@ -115,6 +120,7 @@ class Replica(ReplicaAdvance):
         self.default_alpha = cfg.spec_acceptance
         self.async_sched = bool(getattr(model, "_async", False))
         self.frontend_s = float(getattr(model, "frontend_s", 0.0))
+        self.block_amortise = bool(getattr(getattr(model, "engine", None), "multi_step_amortises_cpu", False))
         self.quality = float(model.quality_delta)
         self._coeffs: dict = {}
 
@@ -375,6 +381,14 @@ class Replica(ReplicaAdvance):
         kv.allocate(short)  # the blocks counted above, grown in place
         self._kv_peak()
 
+    def in_step_block(self) -> bool:
+        """Multi-step scheduling: a decode block has steps left (the scheduler is not consulted)."""
+        return self.iterations < self.block_end and bool(self.running)
+
+    def start_step_block(self, steps: int) -> None:
+        """Multi-step scheduling: the decodes planned now are a block of ``steps`` steps."""
+        self.block_end = self.iterations + steps
+
     # ------------------------------------------------------------------ KV accounting helpers
     def _kv_advance(self, t: float) -> None:
         w = self.win
@@ -465,6 +479,9 @@ class Replica(ReplicaAdvance):
             if rem < rmin:
                 rmin = rem
         n = rmin if rmin < self.max_run else self.max_run
+        left = self.block_end - self.iterations
+        if left > 0:  # multi-step block: runs to its end whatever completes inside it (vLLM
+            n = left if left < self.max_run else self.max_run  # reports those at the block's end)
         if self.preempted_in_plan or self.blocked:
             # a request was just preempted after the admission pass (vLLM order), or one waits for
             # the next step (asynchronous scheduling): the next iteration may admit differently
@@ -486,6 +503,9 @@ class Replica(ReplicaAdvance):
         if c is None:
             c = self._coeffs[B] = self.model.decode_coeffs(B, 0)
         a, b = c
+        if left > 0 and self.block_amortise:  # multi-step: the per-step CPU work once per block
+            steps = self.cfg.num_scheduler_steps
+            a -= getattr(self.model, "step_cpu_s", _no_cpu)(B) * (steps - 1) / steps
         self.state = RUN
         self.seg_decodes = decodes
         self.seg_B = B
