@@ -93,6 +93,7 @@ class Replica(ReplicaAdvance):
         self.blocked = False  # the last scheduling pass left a request waiting for the cutoff
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
         self.block_end = 0  # multi-step scheduling: the decode block in progress ends at this iteration count
+        self.api_pending = 0  # arrivals the in-process API server has not handled yet (engine profile)
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
@@ -120,6 +121,7 @@ class Replica(ReplicaAdvance):
         self.default_alpha = cfg.spec_acceptance
         self.async_sched = bool(getattr(model, "_async", False))
         self.frontend_s = float(getattr(model, "frontend_s", 0.0))
+        self.api_s = float(getattr(model, "api_server_per_request_s", 0.0))
         self.block_amortise = bool(getattr(getattr(model, "engine", None), "multi_step_amortises_cpu", False))
         self.quality = float(model.quality_delta)
         self._coeffs: dict = {}
@@ -194,6 +196,8 @@ class Replica(ReplicaAdvance):
         else rejected through ``on_reject`` (the only entry to the queues from outside)."""
         if not self._fits_or_reject(r):
             return False
+        if self.api_s and r.generated_tokens == 0 and r.prefilled_tokens == 0:
+            self.api_pending += 1  # a new request: the API server handles it before the next step
         self.enqueue(r)
         return True
 
@@ -429,6 +433,14 @@ class Replica(ReplicaAdvance):
             self.cutoff = _INF
             self.state = IDLE
             return None
+        if self.api_pending and not self.in_step_block():
+            # API server in the engine's process (vLLM v0.5): the requests that arrived during the last
+            # step are handled (HTTP, validation, tokenisation, add_request) before the next step runs
+            stall = self.api_pending * self.api_s
+            self.api_pending = 0
+            self.state = PAUSE
+            self.seg_end = now + stall
+            return self.seg_end
         for _ in range(2):
             self.preempted_in_plan = False
             self.blocked = False
