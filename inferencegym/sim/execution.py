@@ -512,15 +512,6 @@ class ExecutionModel:
         self._coeff_cache[key] = c
         return c
 
-    def step_cpu_s(self, decode_batch: int) -> float:
-        """The engine's per-step CPU work (scheduling, input preparation, per-sequence bookkeeping)
-        in a pure-decode step of ``decode_batch`` sequences, as far as it adds to the step time
-        (0 under asynchronous scheduling, where it overlaps the kernels). Multi-step scheduling
-        pays it once per block (``Replica._plan_run``)."""
-        if self._async:
-            return 0.0
-        return self._ovh_fixed + (self._ovh_seq + self._ovh_tok) * decode_batch
-
     def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
         draft's own launch overhead (per layer and per sequence; the fixed per-iteration cost, CPU-side

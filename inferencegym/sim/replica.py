@@ -39,10 +39,6 @@ _isnan = math.isnan
 _INF = math.inf
 
 
-def _no_cpu(_batch: int) -> float:
-    return 0.0
-
-
 def _reject_unowned(r: "Request", why: str) -> None:
     r.rejected_reason = why
 
@@ -122,7 +118,6 @@ class Replica(ReplicaAdvance):
         self.async_sched = bool(getattr(model, "_async", False))
         self.frontend_s = float(getattr(model, "frontend_s", 0.0))
         self.api_s = float(getattr(model, "api_server_per_request_s", 0.0))
-        self.block_amortise = bool(getattr(getattr(model, "engine", None), "multi_step_amortises_cpu", False))
         self.quality = float(model.quality_delta)
         self._coeffs: dict = {}
 
@@ -515,9 +510,6 @@ class Replica(ReplicaAdvance):
         if c is None:
             c = self._coeffs[B] = self.model.decode_coeffs(B, 0)
         a, b = c
-        if left > 0 and self.block_amortise:  # multi-step: the per-step CPU work once per block
-            steps = self.cfg.num_scheduler_steps
-            a -= getattr(self.model, "step_cpu_s", _no_cpu)(B) * (steps - 1) / steps
         self.state = RUN
         self.seg_decodes = decodes
         self.seg_B = B

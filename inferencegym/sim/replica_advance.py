@@ -174,7 +174,7 @@ class ReplicaAdvance:
             self.kv.allocate(extra)  # grown in place above; the run's plan guarantees they fit
             self._kv_peak()
         win.tokens_out += B * k - over
-        win.quality_token_sum += self.quality * (B * k - over)
+        win.quality_token_sum += self.quality * B * k - self.quality * over
         self.iterations += k
         if done and self.iterations < self.block_end:
             done = []  # multi-step: requests that finished inside the block leave at its end
