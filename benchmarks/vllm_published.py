@@ -42,10 +42,12 @@ of the vLLM version: V0 rows ``scheduler="vllm"`` (prefill-first, whole prompts 
 DigitalOcean runs the first 300 pairs of the 320-request Lambda ShareGPT sample, in order; the SGLang
 runs (ShareGPT with the same filter, Llama-3 tokenizer, lengths not published) draw pairs with
 replacement from that sample (mean 205 in / 204 out; vLLM's v0.6.0 blog states 202 / 179 for its
-500-prompt sample). Arrivals: Poisson at the rate, or all at t = 0 (Lambda). Not modelled:
-multi-step scheduling (a new prompt waits for the running 10-step decode block; ``compare`` adds an
-analytic estimate of that wait in a separate column), the API server (HTTP, tokenisation,
-detokenisation, streaming), the client. A request the client saw no text for (generated length 0)
+500-prompt sample). Arrivals: Poisson at the rate, or all at t = 0 (Lambda). The V0 rows run
+``vllm-v0``: synchronous steps, the API server in the engine's process (``api_server_per_request_s``,
+the one constant fitted here, on Lambda's three 8B H100 bursts: ``--fit-api-server``) and, for the
+v0.6.0 rows, multi-step scheduling with the published ``--num-scheduler-steps 10``
+(``ReplicaConfig.num_scheduler_steps``). Not modelled: v0.6.0's API server is its own process (its
+per-request work is charged as v0.5's, in the engine's), detokenisation and streaming, the client. A request the client saw no text for (generated length 0)
 is simulated with one output token and counts TTFT 0 and no TPOT, as the client counted it.
 """
 
@@ -241,12 +243,6 @@ def compare(profiles: list[str], seed: int = 0, rows: tuple[PublishedRow, ...] =
                 rec[f"{k}_sim"] = s[k]
                 pub = getattr(row, k)
                 rec[f"{k}_err_pct"] = None if pub is None else 100.0 * (s[k] / pub - 1.0)
-            # analytic estimate, not a simulator output: with n-step scheduling a new prompt waits for
-            # the running n-step decode block (uniform residual: (n - 1) / 2 decode steps more than
-            # the one-step engine the simulator models); the decode step is taken as the simulated TPOT
-            steps = SOURCES[row.source]["scheduler_steps"]
-            rec["ttft_ms_multistep_est"] = s["ttft_ms"] + (steps - 1) / 2 * s["tpot_ms"]
-            rec["ttft_ms_multistep_est_err_pct"] = 100.0 * (rec["ttft_ms_multistep_est"] / row.ttft_ms - 1.0)
             out.append(rec)
     return out
 
@@ -294,16 +290,6 @@ def markdown(recs: list[dict]) -> str:
                  else f"- / {r[k + '_sim']:,.1f}" for k in ("ttft_ms", "tpot_ms", "e2e_ms")]
         lines.append(f"| {r['source']} | {r['model']} / {r['gpu']} / TP{r['tp']} | {load} | {r['profile']} | "
                      f"{r['stat']} | " + " | ".join(cells) + " |")
-    ms = [r for r in recs if SOURCES[r["source"]]["scheduler_steps"] > 1]
-    if ms:
-        lines += ["", ("Multi-step TTFT (analytic estimate: simulated TTFT + (steps - 1) / 2 simulated decode "
-                  "steps of waiting for the running block; not a simulator output):"), "",
-                  "| source | model / GPU / TP | load | profile | TTFT ms pub | sim | sim + multi-step wait (err) |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in ms:
-            lines.append(f"| {r['source']} | {r['model']} / {r['gpu']} / TP{r['tp']} | {r['rate_rps']:g} req/s | "
-                         f"{r['profile']} | {r['ttft_ms']:,.1f} | {r['ttft_ms_sim']:,.1f} | "
-                         f"{r['ttft_ms_multistep_est']:,.1f} ({r['ttft_ms_multistep_est_err_pct']:+.0f}%) |")
     return "\n".join(lines)
 
 

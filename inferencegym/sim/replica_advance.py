@@ -69,6 +69,8 @@ class ReplicaAdvance:
     async_sched: bool
     cutoff: float
     frontend_s: float
+    # multi-step scheduling (vLLM V0 ``--num-scheduler-steps``): the decode block ends at this count
+    block_end: int
 
     def _kv_advance(self, t: float) -> None:  # pragma: no cover - provided by Replica
         raise NotImplementedError
