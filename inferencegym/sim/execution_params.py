@@ -19,7 +19,8 @@ ENGINE_PROFILES = ("vllm-v1", "vllm-v0", "vllm-2023", "kernel-only")
 """Serving-engine overhead profiles (docs/calibration.md): ``vllm-v1`` (today's vLLM: CUDA-graphed
 decode, asynchronous scheduling, its API server; fitted on vLLM's performance-CI latencies and the
 BLIS v0.15 runs), ``vllm-v0`` (the same figures scheduling synchronously, CUDA graphs to batch 256,
-no front end: vLLM's V0 engine of 2024, v0.5-v0.6), ``vllm-2023`` (the 2023 engines measured by
+the API server in the engine's process: vLLM's V0 engine of 2024, v0.5-v0.6; multi-step scheduling
+is ``ReplicaConfig.num_scheduler_steps``), ``vllm-2023`` (the 2023 engines measured by
 SplitwiseSim) and ``kernel-only`` (no overhead: what kernel profiles measure)."""
 DEFAULT_ENGINE_PROFILE = "vllm-v1"
 _V0_API_SERVER_PER_REQUEST_S = 3.0e-3
@@ -208,7 +209,8 @@ def engine_params(profile: str) -> EngineParams:
     if profile == "kernel-only":
         return EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=0.0,
                             per_token_s=0.0, kernel_slowdown_per_token=0.0)
-    if profile == "vllm-v0":  # V0 (2024): one process, synchronous steps, graphs up to batch 256
+    if profile == "vllm-v0":  # V0 (2024): one process (API server in the engine's loop), synchronous
+        # steps, graphs up to batch 256
         v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
                                    api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S)
