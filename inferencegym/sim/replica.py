@@ -112,6 +112,8 @@ class Replica(ReplicaAdvance):
         self.cfg = cfg
         self.model = model
         self.scheduler = make_scheduler(cfg.scheduler)
+        if cfg.num_scheduler_steps == 1:
+            self.block_end = 0  # multi-step switched off: no block in progress
         self.spec_k = cfg.speculation_depth
         self.lookahead = cfg.speculation_depth + 1
         self.default_alpha = cfg.spec_acceptance
