@@ -145,7 +145,8 @@ class EngineParams:
     API server and inference engine into different processes", PR #6883): the requests that arrived
     during an engine step are handled before the next step starts, the GPU waiting, so a burst of N
     requests holds the engine for N x this time. Inside a multi-step block the work waits for the
-    block's end. 0: off (a separate front end; its latency is ``frontend_s``)."""
+    block's end. (v0.6 moved HTTP and tokenisation out; ``add_request`` stays in the engine's loop.)
+    0: off (a separate front end; its latency is ``frontend_s``)."""
     cudagraph_max_tokens: int = 0
     """Largest CUDA-graph capture size (vLLM ``max_cudagraph_capture_size``): an iteration of
     ``n <= cudagraph_max_tokens`` batched tokens runs its token-dependent kernels (GEMMs,
