@@ -12,8 +12,9 @@ prompt lookup on CNN/DailyMail, QPS 1 / 2 / 4 / 8. The text states the ratios at
 bar heights are read off the figures (to about +-0.05 s). Ratio = E2E without / E2E with
 speculation (> 1: speed-up).
 
-Replay (one replica, ``vllm-v0``: the V0 engine of 2024 with batch-expansion verification and
-V0's n-gram proposer cost, ``EngineParams``): Llama-3-70B, H100, TP4, ``batch_cap`` 256 (V0
+Replay (one replica, ``vllm-v0``: the V0 engine of 2024 with batch-expansion verification, V0's
+n-gram proposer loop and the 2023 engines' per-sequence Python cost on speculative steps, a stated
+hypothesis; ``EngineParams.spec_batch_expansion`` / ``ngram_per_seq_s`` / ``spec_per_seq_s``): Llama-3-70B, H100, TP4, ``batch_cap`` 256 (V0
 ``max_num_seqs``), prefill-first scheduling with ``max_num_batched_tokens`` = max(8192, 2048)
 (V0 speculative decoding did not support chunked prefill), Poisson arrivals, ``NUM_PROMPTS`` per
 point. Acceptance from the literature (``inferencegym.sim.spec_acceptance``), not from these rows:
