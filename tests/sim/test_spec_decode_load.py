@@ -112,10 +112,8 @@ def test_draft_model_slow_down_at_qps10_within_the_band(replay):
     assert abs(replay[("draft", 10)]["error"]) <= BAND, replay[("draft", 10)]
 
 
-@pytest.mark.xfail(strict=True, reason="not reproduced (docs/bench/fidelity.md): n-gram at QPS 8 gives "
-                   "0.76x against the published 0.54x")
-def test_ngram_slow_down_at_qps8_within_the_band(replay):
-    assert abs(replay[("ngram", 8)]["error"]) <= BAND, replay[("ngram", 8)]
+# The n-gram slow-down at QPS 8 (published 0.54x) is reproduced in direction only (0.76x, +41 %):
+# a stated miss in docs/bench/fidelity.md, not a test that passes while the goal fails.
 
 
 def test_the_proposer_is_a_replica_setting_and_bad_names_say_what_is_valid():
