@@ -48,8 +48,8 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
     if not e <= lim:
         return e
     if (rep.state != ITER or rep.it_chunks or rep.pending is not None or rep.max_run <= 1
-            or rep.reload_debt_s):
-        return e
+            or rep.reload_debt_s or rep.api_pending or rep.block_end > rep.iterations):
+        return e  # (an API-server stall or a multi-step block: the ordinary plan decides)
     decodes = rep.seg_decodes
     running = rep.running
     B = len(decodes)

@@ -50,10 +50,13 @@ def _same(a, b) -> bool:
     ("sarathi", 0.08, 3, "power_of_two_choices", True, 3),
     ("static", 0.2, 2, "random", False, 4),
     ("vllm", 0.2, 2, "round_robin", True, 5),
+    ("vllm-v0", 0.1, 2, "least_outstanding_requests", False, 6),  # API server in the engine process
 ])
 def test_spec_ahead_is_bit_identical_to_one_event_per_iteration(scheduler, kv, replicas, router, knobs, seed):
+    profile = "vllm-v0" if scheduler == "vllm-v0" else "vllm-v1"
+    scheduler = "vllm" if scheduler == "vllm-v0" else scheduler
     cfg = ClusterConfig(replica=ReplicaConfig(scheduler=scheduler, kv_budget_fraction=kv, speculation_depth=3,
-                                              batch_cap=32),
+                                              batch_cap=32, engine_profile=profile),
                         num_replicas=replicas, router=router, tenants=TENANTS, priority_routing=True)
     reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
                             output=(1, 300), tenants=3)
