@@ -295,38 +295,54 @@ class ReplicaAdvance:
         replica's Generator produces in blocks (cheap per draw, still one seeded stream)."""
         k = self.spec_k
         kmax = k + 1
-        ta = self.tenant_alpha
+        log = math.log
+        # per tenant: log(alpha) (< 0) for a draw, or the accepted count when alpha is 0 or 1
         da = self.default_alpha
+        lat = []
+        for x in self.tenant_alpha:
+            a = da if x is None else x
+            lat.append(1 if a <= 0.0 else (kmax if a >= 1.0 else log(a)))
+        nta = len(lat)
+        ldef = 1 if da <= 0.0 else (kmax if da >= 1.0 else log(da))
         win = self.win
-        add = win.add_tbt
+        rec = win.tbt
+        d0a, sta, na, wa = rec.d0.append, rec.step.append, rec.n.append, rec.w.append
+        ttbt = win.ttbt  # (add_tbt's records, inline: one call per sequence was most of the step)
         buf = self._ubuf
         ui = self._ui
-        log = math.log
         toks = 0
         acc = 0
         for r in decodes:
-            x = ta[r.tenant] if r.tenant < len(ta) else None
-            a = da if x is None else x
-            if a <= 0.0:
-                j = 1
-            elif a >= 1.0:
-                j = kmax
-            else:
+            t = r.tenant
+            lg = lat[t] if t < nta else ldef
+            if lg < 0:
                 if ui >= len(buf):
                     buf = self._ubuf = self.rng.random(4096).tolist()
                     ui = 0
                 u = 1.0 - buf[ui]  # in (0, 1]
                 ui += 1
-                j = int(log(u) / log(a)) + 1
+                j = int(log(u) / lg) + 1
                 if j > kmax:
                     j = kmax
+            else:
+                j = lg
             acc += j - 1
             n = r.output_tokens - r.generated_tokens
             if j < n:
                 n = j
             gap = now - r.last_token_s
             per = gap / n
-            add(per, 0.0, 1, float(n), r.tenant)
+            fn = float(n)
+            d0a(per)
+            sta(0.0)
+            na(1)
+            wa(fn)
+            if ttbt is not None and t >= 0:
+                tr = ttbt[t]
+                tr.d0.append(per)
+                tr.step.append(0.0)
+                tr.n.append(1)
+                tr.w.append(fn)
             if per > r.tbt_max_s:
                 r.tbt_max_s = per
             r.tbt_sum_s += gap
