@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8")
+QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8", "mxfp4")
 """Every weight tier the simulator models (the one definition; labels elsewhere derive)."""
 
 ACTION_QUANTIZATION_TIERS = QUANTIZATION_TIERS[:3]
@@ -94,7 +94,8 @@ class ReplicaConfig:
     tensor_parallel: int = 1
     """GPUs per replica (tensor parallel degree)."""
     quantization: str = DEFAULT_KNOBS.quantization
-    """Weight tier: fp16, int8 (W8A8), int4 (weight-only) or fp8 (W8A8 FP8, Hopper/Ada and later)."""
+    """Weight tier: fp16, int8 (W8A8), int4 (weight-only), fp8 (W8A8 FP8, Hopper/Ada and later) or
+    mxfp4 (MoE experts in MXFP4, the rest BF16: gpt-oss checkpoints)."""
     expert_parallel: int = 1
     """Expert-parallel degree of a mixture-of-experts model: the replica has tensor_parallel x
     expert_parallel GPUs, attention data-parallel across the expert_parallel ranks (1: experts split by TP)."""

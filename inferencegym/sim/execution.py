@@ -48,8 +48,9 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     load_calibration,
     register_gpu_kernel,
 )
-from inferencegym.sim.moe import MoECost
+from inferencegym.sim.moe import MoECost, dequant_weight_factor
 from inferencegym.sim.presets import (
+    FP8_COMPUTE_EFFICIENCY,
     GIB,
     GPUPreset,
     ModelPreset,
@@ -123,6 +124,14 @@ class ExecutionModel:
                              f"{model.name} is dense (use tensor_parallel or more replicas)")
         if kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {kv_cache_dtype!r}")
+        if quantization.experts_only and not model.is_moe:
+            raise ValueError(f"quantization {quantization.name!r} is the expert-weight format of "
+                             f"mixture-of-experts checkpoints (gpt-oss); {model.name} is dense: use int4 "
+                             f"(W4A16) or fp8")
+        if quantization.dequant_instr_per_weight > 0 and gpu.fp4_tflops <= 0 and gpu.cuda_core_tflops <= 0:
+            raise ValueError(f"quantization {quantization.name!r} on {gpu.name} needs the GPU's "
+                             f"cuda_core_tflops (dequantisation rate) or fp4_tflops (native FP4); "
+                             f"the preset gives neither: set one in the GPUPreset")
         if quantization.fp8_compute and gpu.fp8_tflops <= 0:
             raise ValueError(f"quantization 'fp8' needs FP8 tensor cores (Hopper/Ada or later); "
                              f"{gpu.name} has none: use h100-80gb, h200-141gb or l40s-48gb, or int8")
@@ -221,7 +230,8 @@ class ExecutionModel:
 
     def _setup(self) -> None:
         m, g, k, t = self.model, self.gpu, self.kernel, self.tensor_parallel
-        q = self.quantization
+        qx = self.quantization  # the experts' tier; the dense weights' tier is q
+        q = get_quantization("fp16") if qx.experts_only else qx
         d = m.head_dim
         h = m.hidden_size
         self._layers = m.num_layers
@@ -318,12 +328,25 @@ class ExecutionModel:
         # mixture of experts (sim/moe.py)
         self._moe = None
         if m.is_moe:
+            x_wb, x_a_in, x_inv_c, x_wfac = wb, a_in, inv_c, 1.0
+            if qx.experts_only:
+                x_wb, x_wfac = qx.weight_bytes_per_param, 1.0
+                if g.fp4_tflops > 0:  # native FP4 operands, MXFP8 activations: the FP8 MMA rate
+                    x_a_in = 1.0
+                    x_inv_c = 1.0 / (g.fp8_tflops * FP8_COMPUTE_EFFICIENCY * 1e12 * k.gemm_eff_compute)
+                else:  # upconverted to BF16 in the kernel (W4A16)
+                    x_inv_c = qx.gemm_compute_overhead / (self._peak_fp16 * k.gemm_eff_compute)
+                    x_wfac = dequant_weight_factor(
+                        instr_per_weight=qx.dequant_instr_per_weight, weight_bytes=x_wb,
+                        achieved_bytes_per_s=bw * k.gemm_eff_mem,
+                        instr_per_s=g.cuda_core_tflops * 1e12 / 2.0)
             self._moe = MoECost(
                 model=m, gpu=g, tensor_parallel=t, expert_parallel=self.expert_parallel,
-                weight_bytes=wb, act_in_bytes=a_in, inv_c=inv_c,
+                weight_bytes=x_wb, act_in_bytes=x_a_in, inv_c=x_inv_c,
                 inv_c_fp16=1.0 / (self._peak_fp16 * k.gemm_eff_compute), inv_m=inv_m, gemm_p=p,
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
-                a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0])
+                a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
+                weight_time_factor=x_wfac)
         # memory
         lin_params_gpu = sum(kk * nn for kk, nn in gemms)
         attn_params_gpu = sum(kk * nn for kk, nn in gemms[:2])
@@ -340,7 +363,7 @@ class ExecutionModel:
             - self.activation_reserve_bytes
         if free <= 0 and self._check_memory:
             raise ValueError(
-                f"{m.name} ({q.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
+                f"{m.name} ({qx.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
                 f"at tensor_parallel={t}, which with the activation reserve exceeds the "
                 f"{g.memory_gbytes:.0f} GB of {g.name} (x{self.gpu_memory_utilization} usable); "
                 f"use a larger tensor_parallel{' or expert_parallel' if m.is_moe else ''} or a "
