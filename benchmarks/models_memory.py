@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -67,12 +67,51 @@ def published() -> None:
     print(_row("FP8 W8A8 throughput gain over BF16 (decode at the largest batch <= 256 that fits, H100; "
                "Llama-3-8B TP1 / Llama-3-70B TP4)", "up to 1.6x", "vLLM docs, FP8 W8A8",
                " / ".join(f"{g:.2f}x" for g in gain), _err(max(gain), 1.6)))
-    g = ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization="int4")
-    print(_row("gpt-oss-120b, 1 H100 (MXFP4 as int4), ShareGPT-like 1,000 prompts at once",
-               "6,095 total tok/s, TPOT 54 ms", "GPUStack performance lab (vLLM 0.10.2 baseline)",
-               "see `simulate` command in the page", "(miss, see text)"))
     print()
-    print(f"gpt-oss weights per GPU {g.weight_bytes_per_gpu / 1e9:.1f} GB")
+    print("gpt-oss-120b and Qwen3-30B-A3B: --part moe")
+
+
+def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int) -> dict:
+    """``n`` requests of fixed lengths at t=0 on one replica (``vllm bench serve`` / ``bench throughput``
+    with an infinite rate): vLLM V1 chunked prefill (``chunk`` = max_num_batched_tokens), 1,024 seqs."""
+    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=pin, output_tokens=pout) for i in range(n)]
+    rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
+                       chunk_size=chunk, batch_cap=1024)
+    c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0))
+    c.submit(reqs)
+    c.drain()
+    r = c.results()
+    ok = ~r["rejected"]
+    dur = float(np.max(r["completion_s"][ok]))
+    return {"total": n * (pin + pout) / dur, "tpot_ms": 1e3 * float(np.nanmean(r["tpot_s"][ok]))}
+
+
+GPUSTACK_H100 = ((100, 32000, 100, 16136.57, 23.99), (500, 4000, 200, 14247.47, 31.70),
+                 (500, 2000, 100, 14385.69, 41.35), (1000, 128, 4, 17059.15, 304.80))
+"""GPUStack performance lab, "Optimizing GPT-OSS-120B Throughput on NVIDIA H100 GPUs", baseline
+(``vllm serve openai/gpt-oss-120b --max-model-len 32768``, vLLM 0.10.2, 1 H100): requests, input and
+output tokens of the random datasets, measured total tok/s and mean TPOT ms."""
+
+
+def moe_rows() -> None:
+    """gpt-oss-120b (MXFP4 against the int4 stand-in) and Qwen3-30B-A3B against published runs."""
+    print(_row("case", "published", "int4 stand-in", "mxfp4", "error (mxfp4)"))
+    print(_row(*["---"] * 5))
+    for n, pin, pout, tot, tpot in GPUSTACK_H100:
+        a = _burst("gpt-oss-120b", "h100-80gb", "int4", 1, n, pin, pout, 8192)
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192)
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, total tok/s", f"{tot:,.0f}", f"{a['total']:,.0f}",
+                   f"{b['total']:,.0f}", _err(b["total"], tot)))
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{a['tpot_ms']:.1f}",
+                   f"{b['tpot_ms']:.1f}", _err(b["tpot_ms"], tpot)))
+    for quant in ("int4", "mxfp4"):
+        g = ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization=quant)
+        print(f"gpt-oss {quant}: decode step at batch 4, 340-token contexts {1e3 * g.decode_step_time_s(4, 340):.2f} ms"
+              f" (GPUStack ShareGPT at concurrency 4: mean TPOT 8.31 ms); batch 8, 100 tokens "
+              f"{1e3 * g.decode_step_time_s(8, 100):.2f} ms; weights {g.weight_bytes_per_gpu / 1e9:.1f} GB")
+    q = _burst("qwen3-30b-a3b", "h200-141gb", "fp16", 2, 1000, 1024, 128, 16384)
+    print(f"qwen3-30b-a3b H200 TP2 BF16, 1000 x 1024/128 offline: {q['total']:,.0f} total tok/s "
+          f"(vLLM PR #44220, triton MoE: 57,822; {_err(q['total'], 57821.92)})")
 
 
 def _mooncake(cpu_gb: float, router: str = "llmd_precise") -> dict:
@@ -153,10 +192,12 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "cpu", "routers", "speed", "all"), default="all")
+    ap.add_argument("--part", choices=("published", "moe", "cpu", "routers", "speed", "all"), default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
         published()
+    if a.part in ("moe", "all"):
+        moe_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):
