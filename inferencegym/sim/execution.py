@@ -48,7 +48,7 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     load_calibration,
     register_gpu_kernel,
 )
-from inferencegym.sim.moe import MoECost, dequant_weight_factor
+from inferencegym.sim.moe import MoECost, dequant_weight_factor, moe_kernel_efficiency
 from inferencegym.sim.presets import (
     FP8_COMPUTE_EFFICIENCY,
     GIB,
@@ -346,7 +346,8 @@ class ExecutionModel:
                 inv_c_fp16=1.0 / (self._peak_fp16 * k.gemm_eff_compute), inv_m=inv_m, gemm_p=p,
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
                 a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
-                weight_time_factor=x_wfac)
+                weight_time_factor=x_wfac,
+                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel))
         # memory
         lin_params_gpu = sum(kk * nn for kk, nn in gemms)
         attn_params_gpu = sum(kk * nn for kk, nn in gemms[:2])

@@ -42,6 +42,24 @@ direction (deepseek-ai/DeepEP docs/legacy.md)."""
 A2A_RDMA_EFFICIENCY = 43.0 / 50.0
 """DeepEP normal kernels, internode EP16: 43 GB/s of a 400 Gb/s (50 GB/s) CX7 NIC."""
 ACT_BYTES = 2.0
+MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.44, "deepgemm": 1.0}
+"""Compute efficiency of the routed experts' grouped GEMMs relative to the calibrated dense GEMM
+efficiency, by kernel family (``ModelPreset.moe_kernel``). ``triton``: fitted by
+``python -m inferencegym.sim.calibration.moe_fit`` on a published measured MoE layer (vLLM's
+``benchmark_moe.py`` on one H200, BF16, 128 experts top-8, tuned configs, compute-bound rows: vLLM
+pull request #44818) and checked out of sample on another (H100, Qwen3-30B-A3B FP8, pull request
+#24700): Triton's fused MoE gathers scattered token rows per expert and runs far below a dense
+GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
+rows of ``docs/bench/models_memory.md``)."""
+
+
+def moe_kernel_efficiency(kernel: str) -> float:
+    """:data:`MOE_KERNEL_COMPUTE_EFFICIENCY` of ``kernel`` (ValueError listing the families)."""
+    try:
+        return MOE_KERNEL_COMPUTE_EFFICIENCY[kernel]
+    except KeyError:
+        raise ValueError(f"unknown moe_kernel {kernel!r}; valid: "
+                         f"{', '.join(MOE_KERNEL_COMPUTE_EFFICIENCY)}") from None
 
 
 def dequant_weight_factor(*, instr_per_weight: float, weight_bytes: float, achieved_bytes_per_s: float,
@@ -76,7 +94,7 @@ class MoECost:
                  expert_parallel: int, weight_bytes: float, act_in_bytes: float, inv_c: float,
                  inv_c_fp16: float, inv_m: float, gemm_p: float, gemm_floor_s: float,
                  act_eff_mem: float, elem_floor_s: float, a2a_latency_s: float,
-                 weight_time_factor: float = 1.0) -> None:
+                 weight_time_factor: float = 1.0, grouped_compute_efficiency: float = 1.0) -> None:
         m, t, ep = model, int(tensor_parallel), int(expert_parallel)
         h, E, k = m.hidden_size, m.num_experts, m.experts_per_token
         self.k, self.E = k, E
@@ -98,9 +116,11 @@ class MoECost:
         # slowed by an in-kernel dequantisation that does not overlap the loads, see
         # :func:`dequant_weight_factor`)
         w_inv_m = inv_m * weight_time_factor
-        self.up = (2.0 * h * 2 * f * inv_c, h * 2 * f * weight_bytes * w_inv_m,
+        self.grouped_compute_efficiency = float(grouped_compute_efficiency)
+        g_inv_c = inv_c / grouped_compute_efficiency
+        self.up = (2.0 * h * 2 * f * g_inv_c, h * 2 * f * weight_bytes * w_inv_m,
                    (h * act_in_bytes + 2 * f * ACT_BYTES) * inv_m)
-        self.down = (2.0 * f * h * inv_c, f * h * weight_bytes * w_inv_m,
+        self.down = (2.0 * f * h * g_inv_c, f * h * weight_bytes * w_inv_m,
                      (f * act_in_bytes + h * ACT_BYTES) * inv_m)
         self.act_per_pair = 3 * f * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
         self.elem_floor = elem_floor_s

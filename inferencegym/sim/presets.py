@@ -99,6 +99,11 @@ class ModelPreset:
     """MLA key/value latent rank (0: not MLA); the KV cache holds this latent plus the RoPE key."""
     qk_rope_head_dim: int = 0
     """MLA decoupled RoPE key dimension (shared by all heads, cached beside the latent)."""
+    moe_kernel: str = "triton"
+    """Grouped-GEMM kernel family the serving engines run this checkpoint's experts with on Hopper:
+    ``triton`` (vLLM/SGLang ``fused_moe`` and OpenAI's ``triton_kernels``: Qwen3, gpt-oss) or
+    ``deepgemm`` (DeepSeek's FP8 block-scaled grouped GEMMs); sets the experts' compute efficiency
+    (``moe.MOE_KERNEL_COMPUTE_EFFICIENCY``)."""
     routing_node_limit: int = 0
     """Node-limited routing: a token's experts span at most this many nodes (DeepSeek-V3
     ``topk_group`` 4), so it crosses the network at most this many times; 0: no limit."""
@@ -293,7 +298,7 @@ _MODELS: dict[str, ModelPreset] = {
         ffn_size=18432, vocab_size=129280, head_dim_override=128, num_experts=256,
         experts_per_token=8, num_shared_experts=1, moe_ffn_size=2048, dense_layers=3,
         q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, routing_node_limit=4,
-        hf_id="deepseek-ai/DeepSeek-V3"),
+        moe_kernel="deepgemm", hf_id="deepseek-ai/DeepSeek-V3"),
     # Qwen/Qwen3-30B-A3B: 48 layers, hidden 2048, 32 heads / 4 KV heads of head_dim 128, 128 experts
     # (moe_intermediate_size 768), top-8, no shared expert, vocab 151936: 30.5B total, 3.3B active.
     "qwen3-30b-a3b": ModelPreset(
