@@ -241,7 +241,7 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
-        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8 [fp16]"),
+        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8|mxfp4 [fp16]"),
         expert_parallel: Optional[int] = typer.Option(None, help="expert-parallel degree of a MoE model "
                                                                  "(DP attention ranks) [1]"),
         kv_cache_dtype: Optional[str] = typer.Option(None, help="KV-cache element type auto|fp8 [auto]"),
