@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|pp|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -84,14 +84,14 @@ def _sharegpt_like(n: int, sigma: float, seed: int = 0) -> list[tuple[int, int]]
 
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
-           lengths: list[tuple[int, int]] | None = None) -> dict:
+           lengths: list[tuple[int, int]] | None = None, pp: int = 1) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
     max_num_batched_tokens), 1,024 seqs."""
     lengths = lengths or [(pin, pout)] * n
     reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=o) for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
-                       chunk_size=chunk, batch_cap=1024)
+                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp)
     c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0))
     c.submit(reqs)
     c.drain()
@@ -138,6 +138,28 @@ def moe_rows() -> None:
     q = _burst("qwen3-30b-a3b", "h200-141gb", "fp16", 2, 1000, 1024, 128, 16384)
     print(f"qwen3-30b-a3b H200 TP2 BF16, 1000 x 1024/128 offline: {q['total']:,.0f} total tok/s "
           f"(vLLM PR #44220, triton MoE: 57,822; {_err(q['total'], 57821.92)})")
+
+
+GPUSTACK_PARALLEL = {"TP1": (1, 1, 6325.41, 52.66), "TP2": (2, 1, 16042.19, 86.54), "PP2": (1, 2, 11198.56, 115.37)}
+"""GPUStack's gpt-oss-120b H100 runs with ``--async-scheduling`` (vLLM 0.10.2, 1,000 ShareGPT prompts):
+tensor parallel, pipeline parallel, total tok/s, mean TPOT ms."""
+
+
+def pp_rows() -> None:
+    """Pipeline parallelism against GPUStack's gpt-oss-120b PP2 run (and TP1 / TP2 beside it)."""
+    print(_row("config", "published total tok/s / mean TPOT", "simulated (log-sd 0.8)", "simulated (log-sd 1.1)",
+               "published ratio to TP1", "simulated ratio to TP1 (0.8 / 1.1)"))
+    print(_row(*["---"] * 6))
+    sims = {}
+    for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
+        sims[name] = [_burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, s), pp=pp)
+                      for s in (0.8, 1.1)]
+    for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
+        a, b = sims[name]
+        ra, rb = (a["total"] / sims["TP1"][0]["total"], b["total"] / sims["TP1"][1]["total"])
+        print(_row(name, f"{tot:,.0f} / {tpot:.1f} ms", f"{a['total']:,.0f} / {a['tpot_ms']:.1f} ms",
+                   f"{b['total']:,.0f} / {b['tpot_ms']:.1f} ms", f"{tot / GPUSTACK_PARALLEL['TP1'][2]:.2f}x",
+                   f"{ra:.2f}x / {rb:.2f}x"))
 
 
 def _mooncake(cpu_gb: float, router: str = "llmd_precise") -> dict:
@@ -218,12 +240,14 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "moe", "cpu", "routers", "speed", "all"), default="all")
+    ap.add_argument("--part", choices=("published", "moe", "pp", "cpu", "routers", "speed", "all"), default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
         published()
     if a.part in ("moe", "all"):
         moe_rows()
+    if a.part in ("pp", "all"):
+        pp_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):
