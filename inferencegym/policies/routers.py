@@ -216,6 +216,15 @@ class TierOracleRouter(EarliestFirstTokenRouter):
 
     name = "tier_oracle"
 
+    def _chunk_s(self, i: int, rep) -> float:
+        """Time of one full prefill chunk on replica ``i`` (the estimate counts prefill in chunks)."""
+        key = ("chunk", i, rep.cfg.chunk_size)
+        v = self._iter_s.get(key)
+        if v is None:
+            c = max(1, rep.cfg.chunk_size)
+            v = self._iter_s[key] = rep.model.iteration_time_s(((c, 0),))
+        return v
+
     def act(self, obs: dict, info: dict | None = None) -> int:
         env = self._env
         if env is None:
@@ -234,10 +243,12 @@ class TierOracleRouter(EarliestFirstTokenRouter):
             mx = (req.prompt_tokens - 1) // bs
             gpu = rep.kv.match(h, mx)[0] if h else 0
             cpu = rep.cpu.match(h, gpu, mx) if (h and rep.cpu is not None and gpu < mx) else 0
+            it_s = self._iteration_s(i, rep)
             est = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=None,
-                                         cached_tokens=(gpu + cpu) * bs) * self._iteration_s(i, rep)
-            if cpu:
-                est += rep.cpu.reload_time_s(cpu)
+                                         cached_tokens=(gpu + cpu) * bs)
+            if cpu:  # the reload in the estimate's unit: prefill chunks of the replica's chunk size
+                est += rep.cpu.reload_time_s(cpu) / self._chunk_s(i, rep)
+            est *= it_s
             key = (est, rep.outstanding(), i)
             if best_key is None or key < best_key:
                 best, best_key = i, key
