@@ -341,6 +341,8 @@ class ExecutionModel:
         self._async = bool(self.engine_overhead and e.async_scheduling)
         self._graph_max = int(e.cudagraph_max_tokens) if self.engine_overhead else 0
         self.frontend_s = float(e.frontend_s) if self.engine_overhead else 0.0
+        self.api_server_per_request_s = float(e.api_server_per_request_s) if self.engine_overhead else 0.0
+        """Per-request API-server work ahead of the engine, served in arrival order (engine profile)."""
         """API-server latency per request (engine profile), added to TTFT and E2E by the replica."""
         # mixture of experts (sim/moe.py)
         self._moe = None

@@ -19,9 +19,12 @@ ENGINE_PROFILES = ("vllm-v1", "vllm-v0", "vllm-2023", "kernel-only")
 """Serving-engine overhead profiles (docs/calibration.md): ``vllm-v1`` (today's vLLM: CUDA-graphed
 decode, asynchronous scheduling, its API server; fitted on vLLM's performance-CI latencies and the
 BLIS v0.15 runs), ``vllm-v0`` (the same figures scheduling synchronously, CUDA graphs to batch 256,
-no front end: vLLM's V0 engine of 2024, v0.5-v0.6), ``vllm-2023`` (the 2023 engines measured by
+the API server in the engine's process: vLLM's V0 engine of 2024, v0.5-v0.6; multi-step scheduling
+is ``ReplicaConfig.num_scheduler_steps``), ``vllm-2023`` (the 2023 engines measured by
 SplitwiseSim) and ``kernel-only`` (no overhead: what kernel profiles measure)."""
 DEFAULT_ENGINE_PROFILE = "vllm-v1"
+_V0_API_SERVER_PER_REQUEST_S = 3.0e-3
+"""``vllm-v0``'s ``api_server_per_request_s`` (docs/bench/fidelity.md, "Issue 23: vLLM V0 mechanisms")."""
 
 @dataclass(frozen=True, kw_only=True)
 class KernelParams:
@@ -135,6 +138,15 @@ class EngineParams:
     """Latency of the API server outside the engine steps, per request (HTTP, chat template and
     tokenisation, IPC to the engine core, detokenisation, streaming the token out): added to each
     request's time to first token and end-to-end latency, never to the gaps between tokens."""
+    api_server_per_request_s: float = 0.0
+    """CPU time of the API server per new request (HTTP, request validation, tokenisation,
+    ``add_request``) when it runs in the engine's process and event loop, as vLLM V0 did up to v0.5.x
+    (the OpenAI server and ``AsyncLLMEngine`` shared one Python process; the v0.6.0 blog, "Separating
+    API server and inference engine into different processes", PR #6883): the requests that arrived
+    during an engine step are handled before the next step starts, the GPU waiting, so a burst of N
+    requests holds the engine for N x this time. Inside a multi-step block the work waits for the
+    block's end. (v0.6 moved HTTP and tokenisation out; ``add_request`` stays in the engine's loop.)
+    0: off (a separate front end; its latency is ``frontend_s``)."""
     cudagraph_max_tokens: int = 0
     """Largest CUDA-graph capture size (vLLM ``max_cudagraph_capture_size``): an iteration of
     ``n <= cudagraph_max_tokens`` batched tokens runs its token-dependent kernels (GEMMs,
@@ -198,9 +210,11 @@ def engine_params(profile: str) -> EngineParams:
     if profile == "kernel-only":
         return EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=0.0,
                             per_token_s=0.0, kernel_slowdown_per_token=0.0)
-    if profile == "vllm-v0":  # V0 (2024): one process, synchronous steps, graphs up to batch 256
+    if profile == "vllm-v0":  # V0 (2024): one process (API server in the engine's loop), synchronous
+        # steps, graphs up to batch 256
         v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
-        return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256)
+        return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
+                                   api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S)
     return EngineParams.from_dict(load_calibration()["engines"][profile])
 
 
