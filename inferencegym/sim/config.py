@@ -130,6 +130,10 @@ class ReplicaConfig:
     """Draft tokens proposed per decode step (0 = off, up to 8)."""
     spec_acceptance: float = 0.7
     """Default per-token acceptance rate alpha (a tenant may override it)."""
+    draft_model: str = "default"
+    """Speculative proposer: ``default`` (the model preset's draft model), a draft model preset name,
+    ``ngram`` (prompt lookup) or ``eagle`` (a one-layer EAGLE head); acceptance rates by proposer and
+    workload from the literature: ``inferencegym.sim.spec_acceptance``."""
     host_to_gpu_gb_s: float = 25.0
     """Host-to-GPU bandwidth per GPU used for weight reloads on a quantization switch (PCIe 4.0 x16)."""
     prefix_caching: bool = True

@@ -153,6 +153,33 @@ class EngineParams:
     elementwise, all-reduce) padded to the next capture size, ``[1, 2, 4] + range(8, 256, 8) +
     range(256, max + 1, 16)`` (``vllm/config/vllm.py`` ``_set_cudagraph_sizes``); 0: no padding."""
 
+    spec_batch_expansion: bool = False
+    """Speculative verification by batch expansion (vLLM V0 of 2024, ``BatchExpansionTop1Scorer`` in
+    ``vllm/spec_decode/batch_expansion.py``, the only scorer up to v0.6.1): each sequence with ``k``
+    draft tokens becomes ``k + 1`` single-query sequences, so the engine's per-sequence work
+    (``per_seq_s``) and the attention's per-sequence term are paid ``k + 1`` times; the copies read
+    the same KV blocks back to back (L2 hits), so the KV bytes are read about once. That split is the
+    one vLLM's measured scoring times support (vllm-project/vllm#5691: Llama-7B, A100, k = 5, batch
+    4-128; ``docs/bench/fidelity.md``). False: one sequence with ``k + 1`` queries (MQA-style
+    scoring, vLLM V1)."""
+
+    spec_per_seq_s: float = 0.0
+    """CPU time per sequence of each speculative step outside the GPU passes and the engine's
+    per-sequence work (proposal bookkeeping, batch expansion and contraction, rejection-sampling
+    outputs). vLLM V0 of 2024 (v0.6) sped up its plain decode path (object cache, asynchronous output
+    processing, multi-step scheduling: the v0.6.0 blog's 1.8-2.7x) but ran speculation without them
+    (``ModelConfig.verify_async_output_proc`` turns async output processing off under speculation;
+    multi-step does not support it), so ``vllm-v0`` charges its speculative steps the per-sequence
+    Python cost of the 2023 engines (``vllm-2023``'s ``per_seq_s``, fitted on SplitwiseSim's measured
+    times): a hypothesis, with its evidence and sensitivity in docs/bench/fidelity.md. 0: none."""
+    ngram_per_seq_s: float | None = None
+    """CPU time of the n-gram (prompt-lookup) proposer per sequence and speculative step; None: the
+    engine's ``per_seq_s`` (vLLM V1's numba proposer, ~20 us a call). vLLM V0 (``NGramWorker.
+    sampler_output``, v0.6.1) loops over the sequences in Python with eager torch ops: a host-to-GPU
+    copy of the token ids, per n-gram size tried a compare / all / max and a blocking ``.item()``, on
+    a match eight more ops building the proposal and its one-hot probabilities, and a zero logprobs
+    tensor: ~15 ops, each at the eager per-op launch cost (``_EAGER_OP_S``)."""
+
     @classmethod
     def from_dict(cls, d: dict) -> EngineParams:
         known = set(cls.__dataclass_fields__)
@@ -214,8 +241,22 @@ def engine_params(profile: str) -> EngineParams:
         # steps, graphs up to batch 256
         v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
-                                   api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S)
+                                   api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
+                                   spec_batch_expansion=True, ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),
+                                   spec_per_seq_s=float(load_calibration()["engines"]["vllm-2023"]["per_seq_s"]))
     return EngineParams.from_dict(load_calibration()["engines"][profile])
+
+
+_V0_NGRAM_OPS = 15
+"""Eager torch ops per sequence of vLLM V0's n-gram proposer (see ``EngineParams.ngram_per_seq_s``)."""
+_EAGER_LAYER_OPS = 9
+"""Kernels of one Llama layer run eagerly (2 norms, QKV, RoPE, attention, O, gate-up, SiLU-mul, down)."""
+
+
+def _eager_op_s() -> float:
+    """CPU launch cost of one eager torch op: the ``vllm-2023`` engines (no CUDA graphs) pay
+    ``per_layer_s`` per layer (fitted on SplitwiseSim's measured times) for ``_EAGER_LAYER_OPS`` ops."""
+    return float(load_calibration()["engines"]["vllm-2023"]["per_layer_s"]) / _EAGER_LAYER_OPS
 
 
 _REGISTERED_KERNELS: dict[str, dict] = {}
