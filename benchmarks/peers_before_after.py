@@ -78,7 +78,7 @@ def main(argv=None) -> int:
             (a.out / "mooncake_blis.yaml", a.out / "mooncake_blis.csv",
              ["--model", "meta-llama/llama-3.1-8b-instruct", "--hardware", "H100", "--tp", "1", "--num-instances", "8",
               "--routing-policy", "round-robin", "--cache-signal-delay", "0"]))
-    ig_bin = [a.ig_python, "-m", "inferencegym.cli"]
+    ig_bin = [a.ig_python, "-P", "-m", "inferencegym.cli"]  # -P: the tree on PYTHONPATH, not the cwd, wins
     log = open(a.out / "runs.jsonl", "a")
     res: dict = {}
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
