@@ -126,11 +126,22 @@ class ReplicaConfig:
     """Draft tokens proposed per decode step (0 = off, up to 8)."""
     spec_acceptance: float = 0.7
     """Default per-token acceptance rate alpha (a tenant may override it)."""
+    draft_model: str = "default"
+    """Speculative proposer: ``default`` (the model preset's draft model), a draft model preset name,
+    ``ngram`` (prompt lookup) or ``eagle`` (a one-layer EAGLE head); acceptance rates by proposer and
+    workload from the literature: ``inferencegym.sim.spec_acceptance``."""
     host_to_gpu_gb_s: float = 25.0
     """Host-to-GPU bandwidth per GPU used for weight reloads on a quantization switch (PCIe 4.0 x16)."""
     prefix_caching: bool = True
     """Automatic prefix caching (vLLM V1): a request reuses the cached KV blocks of the longest
     prompt prefix (``Request.block_hashes``) on the replica; without block hashes nothing changes."""
+    num_scheduler_steps: int = 1
+    """vLLM V0 multi-step scheduling (v0.6.x ``--num-scheduler-steps``): a pure-decode batch runs as
+    a block of this many steps before the scheduler is called again, so a prompt that arrives
+    mid-block waits for the block's end (``vllm/engine/llm_engine.py`` ``step``: the scheduler is
+    skipped while ``_has_remaining_steps``). 1 = off (every other engine). vLLM allows it only
+    without chunked prefill and speculative decoding (``EngineArgs.create_engine_config``), so
+    > 1 needs ``scheduler="vllm"`` and ``speculation_depth=0``."""
 
     def __post_init__(self) -> None:
         _check(self.tensor_parallel in (1, 2, 4, 8),
@@ -158,6 +169,13 @@ class ReplicaConfig:
         _check(self.host_to_gpu_gb_s > 0, f"host_to_gpu_gb_s must be > 0, got {self.host_to_gpu_gb_s}")
         _check(isinstance(self.prefix_caching, bool),
                f"prefix_caching must be True or False, got {self.prefix_caching!r}")
+        _check(isinstance(self.num_scheduler_steps, int) and self.num_scheduler_steps >= 1,
+               f"num_scheduler_steps must be an integer >= 1, got {self.num_scheduler_steps!r}")
+        if self.num_scheduler_steps > 1:
+            _check(self.scheduler == "vllm" and self.speculation_depth == 0,
+                   f"num_scheduler_steps={self.num_scheduler_steps} (multi-step) needs scheduler='vllm' and "
+                   f"speculation_depth=0, as in vLLM; got scheduler={self.scheduler!r}, "
+                   f"speculation_depth={self.speculation_depth} (set num_scheduler_steps=1 to use them)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

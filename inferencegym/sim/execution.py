@@ -23,8 +23,13 @@ Per layer and per iteration with ``n`` batched tokens:
   sampling, kernel launches, synchronisation: what kernel profiles miss); an engine with its own
   all-reduce kernel (``vllm-v1``) replaces the NCCL latency where it is lower.
 
-Speculative decoding (depth k): k sequential draft decode passes at batch B (draft model at TP 1 on
-one GPU of the replica), then one target pass verifying k+1 tokens per sequence. Quantization tiers
+Speculative decoding (depth k), by proposer (``from_preset(draft_model=...)``): a draft model, k
+sequential draft decode passes at batch B (TP 1 on one GPU of the replica); ``"eagle"``, k passes of
+a one-layer head of the target's width with the target's LM head, at the target's TP (EAGLE, Li et
+al. 2024); ``"ngram"``, prompt lookup on the CPU, no GPU work (one pass over the sequences at the
+engine's per-sequence rate). Then one target pass verifying k+1 tokens per sequence: one sequence
+with k+1 queries (V1), or by batch expansion into k+1 single-query sequences (vLLM V0 of 2024,
+``EngineParams.spec_batch_expansion``). Quantization tiers
 change the weight bytes, the GEMM compute peak (W8A8) and add dequantisation overhead (W4A16).
 
 The hot path uses plain Python floats and memoises per token count.
@@ -32,6 +37,7 @@ The hot path uses plain Python floats and memoises per token count.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 from inferencegym.sim.calibration_error import calibration_error_for
@@ -75,6 +81,10 @@ KV_CACHE_DTYPES = ("auto", "fp8")
 _ACT_BYTES = 2.0  # FP16/BF16 activations
 
 
+SPEC_PROPOSERS = ("ngram", "eagle")
+"""Draft-model-free proposers ``from_preset(draft_model=...)`` accepts besides model preset names."""
+
+
 def expected_tokens_per_step(alpha: float, k: int) -> float:
     """Expected tokens produced by one speculative step of depth ``k`` at acceptance ``alpha``.
 
@@ -105,7 +115,7 @@ class ExecutionModel:
         quantization: QuantizationTier,
         kernel: KernelParams,
         engine: EngineParams,
-        draft: ModelPreset | None = None,
+        draft: ModelPreset | str | None = None,
         engine_overhead: bool = True,
         gpu_memory_utilization: float = 0.9,
         max_batched_tokens: int = 8192,
@@ -177,8 +187,9 @@ class ExecutionModel:
     ) -> ExecutionModel:
         """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
 
-        ``draft_model``: draft preset for speculative decoding (``"default"``: the model's preset
-        draft; ``None``: no speculation). ``engine_profile``: the serving engine's per-iteration
+        ``draft_model``: the speculative proposer: a draft model preset (``"default"``: the model's
+        preset draft), ``"ngram"`` (prompt lookup), ``"eagle"`` (a one-layer EAGLE head) or ``None``
+        (no speculation). ``engine_profile``: the serving engine's per-iteration
         overhead, one of :data:`ENGINE_PROFILES` (default :data:`DEFAULT_ENGINE_PROFILE`);
         ``engine_overhead=False`` is an alias of ``engine_profile="kernel-only"`` (kernel time only,
         what Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
@@ -189,7 +200,14 @@ class ExecutionModel:
         qt = get_quantization(quantization)
         if draft_model == "default":
             draft_model = mp.draft_model
-        dp = get_model(draft_model) if draft_model else None
+        if draft_model in SPEC_PROPOSERS:
+            dp = draft_model
+        else:
+            try:
+                dp = get_model(draft_model) if draft_model else None
+            except ValueError as e:
+                raise ValueError(f"draft_model must be 'default', a draft model preset, "
+                                 f"{' or '.join(repr(p) for p in SPEC_PROPOSERS)} or None; {e}") from None
         if not engine_overhead:
             if engine_profile not in (None, "kernel-only"):
                 raise ValueError(f"engine_overhead=False means engine_profile='kernel-only', but "
@@ -314,6 +332,8 @@ class ExecutionModel:
         self._async = bool(self.engine_overhead and e.async_scheduling)
         self._graph_max = int(e.cudagraph_max_tokens) if self.engine_overhead else 0
         self.frontend_s = float(e.frontend_s) if self.engine_overhead else 0.0
+        self.api_server_per_request_s = float(e.api_server_per_request_s) if self.engine_overhead else 0.0
+        """Per-request API-server work ahead of the engine, served in arrival order (engine profile)."""
         """API-server latency per request (engine profile), added to TTFT and E2E by the replica."""
         # mixture of experts (sim/moe.py)
         self._moe = None
@@ -351,7 +371,19 @@ class ExecutionModel:
         self._lm_cache: dict[int, float] = {}
         self._coeff_cache: dict[tuple[int, int], tuple[float, float]] = {}
         self._draft_model: ExecutionModel | None = None
-        if self.draft is not None:
+        self.spec_method = ("draft" if isinstance(self.draft, ModelPreset) else self.draft)
+        """Speculative proposer: ``draft`` (a draft model), ``eagle``, ``ngram`` or None (off)."""
+        self._spec_expand = bool(self.engine_overhead and self.engine.spec_batch_expansion)
+        if self.draft == "eagle":  # one decoder layer of the target's shapes + its LM head, target TP
+            head = dataclasses.replace(m, name=f"{m.name}-eagle-head", num_layers=1, draft_model=None,
+                                       num_experts=0, experts_per_token=0, moe_ffn_size=0)
+            self._draft_model = ExecutionModel(
+                model=head, gpu=self.gpu, tensor_parallel=t,
+                quantization=get_quantization("fp16"), kernel=self.kernel, engine=self.engine,
+                draft=None, engine_overhead=False, gpu_memory_utilization=1.0,
+                max_batched_tokens=1024, gpu_hour_usd=0.0, calibrated=self.calibrated,
+                check_memory=False)
+        elif isinstance(self.draft, ModelPreset):
             self._draft_model = ExecutionModel(
                 model=self.draft, gpu=self.gpu, tensor_parallel=1,
                 quantization=get_quantization("fp16"), kernel=self.kernel, engine=self.engine,
@@ -483,7 +515,7 @@ class ExecutionModel:
         B, kd = int(decode_batch), int(speculation_depth)
         if B < 0 or kd < 0:
             raise ValueError(f"decode_batch and speculation_depth must be >= 0, got {B}, {kd}")
-        if kd > 0 and self._draft_model is None:
+        if kd > 0 and self.spec_method is None:
             raise ValueError(f"speculation_depth={kd} needs a draft model; {self.model.name} was built "
                              f"with draft_model=None")
         if B == 0:
@@ -491,21 +523,29 @@ class ExecutionModel:
         else:
             q = kd + 1
             ntok = B * q
+            # sequences the target pass sees: B, or B*(k+1) single-query ones under batch expansion
+            # (their per-sequence work repeats; their KV reads hit the copies' shared blocks in L2)
+            nseq = ntok if (kd and self._spec_expand) else B
             kern = self.kernel
             f = 1.0 + self._slow * ntok
             gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
             kern_a = f * (self._token_time(gtok) + self._lm_head_time(ntok)
-                          + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B))
+                          + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nseq))
+            cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+            if kd and self.engine_overhead:  # speculative bookkeeping per sequence (engine profile)
+                cpu += self.engine.spec_per_seq_s * B
             if self._async:  # CPU work overlaps the previous step's kernels (exact while the
-                cpu = self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok  # kernels take longer)
-                a = kern_a if kern_a >= cpu else cpu
+                a = kern_a if kern_a >= cpu else cpu  # kernels take longer)
             else:
-                a = kern_a + self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok
+                a = kern_a + cpu
             b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
                 da, db = self._draft_pass_coeffs(B)
-                a += kd * da
-                b += kd * db
+                if self.spec_method == "ngram":  # one lookup pass over the sequences, not k
+                    a += da
+                else:
+                    a += kd * da
+                    b += kd * db
             c = (a, b)
         self._coeff_cache[key] = c
         return c
@@ -514,10 +554,14 @@ class ExecutionModel:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
         draft's own launch overhead (per layer and per sequence; the fixed per-iteration cost, CPU-side
         scheduling and input preparation, is paid once per engine step)."""
+        e = self.engine
+        if self.spec_method == "ngram":  # CPU prompt lookup, per sequence
+            if not self.engine_overhead:
+                return 0.0, 0.0
+            return (e.per_seq_s if e.ngram_per_seq_s is None else e.ngram_per_seq_s) * B, 0.0
         dm = self._draft_model
         assert dm is not None
         a, b = dm.decode_coeffs(B, 0)
-        e = self.engine
         if self.engine_overhead:
             f = 1.0 + self._slow * B
             a = f * a + dm._layers * e.per_layer_s + e.per_seq_s * B
@@ -553,21 +597,26 @@ class ExecutionModel:
         t = (self._token_time(gtok) + self._lm_head_time(len(prefill_chunks) + B * q)
              + L * self._attn_prefill_layer(prefill_chunks))
         if B > 0:
-            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B
+            nd = B * q if (speculation_depth and self._spec_expand) else B  # batch expansion
+            nseq += nd - B
+            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
                       + self._attn_decode_slope(q) * decode_context_tokens)
+        cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+        if B and speculation_depth and self.engine_overhead:  # speculative bookkeeping per sequence
+            cpu += self.engine.spec_per_seq_s * B
+        t = t * (1.0 + self._slow * ntok)
         if self._async:
-            t = t * (1.0 + self._slow * ntok)
-            cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
             if cpu > t:
                 t = cpu
         else:
-            t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+            t += cpu
         if B > 0:
             if speculation_depth > 0:
-                if self._draft_model is None:
+                if self.spec_method is None:
                     raise ValueError("speculation_depth > 0 needs a draft model")
                 da, db = self._draft_pass_coeffs(B)
-                t += speculation_depth * (da + db * decode_context_tokens)
+                passes = 1 if self.spec_method == "ngram" else speculation_depth
+                t += passes * (da + db * decode_context_tokens)
         return t
 
     def prefill_time_s(self, prompt_tokens: int) -> float:
@@ -640,6 +689,8 @@ class ExecutionModel:
 
     @property
     def draft_model_name(self) -> str | None:
+        if isinstance(self.draft, str):
+            return self.draft
         return self.draft.name if self.draft else None
 
     def to_dict(self) -> dict:

@@ -295,6 +295,12 @@ _MODELS: dict[str, ModelPreset] = {
     "tinyllama-1.1b": ModelPreset(
         name="tinyllama-1.1b", num_layers=22, hidden_size=2048, num_heads=32, num_kv_heads=4,
         ffn_size=5632, vocab_size=32000, hf_id="TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T"),
+    # turboderp/Qwama-0.5B-Instruct: Qwen2-0.5B-Instruct with Llama-3's vocabulary transplanted (the
+    # draft of vLLM's Llama-3-70B speculative-decoding benchmarks, vllm-project/vllm#6964): 24 layers,
+    # hidden 896, 14 heads / 2 KV heads, intermediate 4864, vocab 128256, tied embeddings.
+    "qwama-0.5b": ModelPreset(
+        name="qwama-0.5b", num_layers=24, hidden_size=896, num_heads=14, num_kv_heads=2,
+        ffn_size=4864, vocab_size=128256, tied_embeddings=True, hf_id="turboderp/Qwama-0.5B-Instruct"),
     "llama-3.2-1b": ModelPreset(
         name="llama-3.2-1b", num_layers=16, hidden_size=2048, num_heads=32, num_kv_heads=8,
         ffn_size=8192, vocab_size=128256, tied_embeddings=True, hf_id="meta-llama/Llama-3.2-1B"),

@@ -92,6 +92,8 @@ class Replica(ReplicaAdmission):
         self.cutoff = _INF  # dispatch time up to which waiting requests may be scheduled now
         self.blocked = False  # the last scheduling pass left a request waiting for the cutoff
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
+        self.block_end = 0  # multi-step scheduling: the decode block in progress ends at this iteration count
+        self.api_pending = 0  # arrivals the in-process API server has not handled yet (engine profile)
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
@@ -114,11 +116,14 @@ class Replica(ReplicaAdmission):
         self.cfg = cfg
         self.model = model
         self.scheduler = make_scheduler(cfg.scheduler)
+        if cfg.num_scheduler_steps == 1:
+            self.block_end = 0  # multi-step switched off: no block in progress
         self.spec_k = cfg.speculation_depth
         self.lookahead = cfg.speculation_depth + 1
         self.default_alpha = cfg.spec_acceptance
         self.async_sched = bool(getattr(model, "_async", False))
         self.frontend_s = float(getattr(model, "frontend_s", 0.0))
+        self.api_s = float(getattr(model, "api_server_per_request_s", 0.0))
         self.quality = float(model.quality_delta)
         self._coeffs: dict = {}
 
@@ -192,6 +197,8 @@ class Replica(ReplicaAdmission):
         else rejected through ``on_reject`` (the only entry to the queues from outside)."""
         if not self._fits_or_reject(r):
             return False
+        if self.api_s and r.generated_tokens == 0 and r.prefilled_tokens == 0:
+            self.api_pending += 1  # a new request: the API server handles it before the next step
         self.enqueue(r)
         return True
 
@@ -237,6 +244,14 @@ class Replica(ReplicaAdmission):
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.prio_waiting) + len(self.running) + self.inbound
 
+    def in_step_block(self) -> bool:
+        """Multi-step scheduling: a decode block has steps left (the scheduler is not consulted)."""
+        return self.iterations < self.block_end and bool(self.running)
+
+    def start_step_block(self, steps: int) -> None:
+        """Multi-step scheduling: the decodes planned now are a block of ``steps`` steps."""
+        self.block_end = self.iterations + steps
+
     # ------------------------------------------------------------------ KV accounting helpers
     def _kv_advance(self, t: float) -> None:
         w = self.win
@@ -277,6 +292,14 @@ class Replica(ReplicaAdmission):
             self.cutoff = _INF
             self.state = IDLE
             return None
+        if self.api_pending and not self.in_step_block():
+            # API server in the engine's process (vLLM v0.5): the requests that arrived during the last
+            # step are handled (HTTP, validation, tokenisation, add_request) before the next step runs
+            stall = self.api_pending * self.api_s
+            self.api_pending = 0
+            self.state = PAUSE
+            self.seg_end = now + stall
+            return self.seg_end
         for _ in range(2):
             self.preempted_in_plan = False
             self.blocked = False
@@ -327,6 +350,9 @@ class Replica(ReplicaAdmission):
             if rem < rmin:
                 rmin = rem
         n = rmin if rmin < self.max_run else self.max_run
+        left = self.block_end - self.iterations
+        if left > 0:  # multi-step block: runs to its end whatever completes inside it (vLLM
+            n = left if left < self.max_run else self.max_run  # reports those at the block's end)
         if self.preempted_in_plan or self.blocked:
             # a request was just preempted after the admission pass (vLLM order), or one waits for
             # the next step (asynchronous scheduling): the next iteration may admit differently

@@ -69,6 +69,8 @@ class ReplicaAdvance:
     async_sched: bool
     cutoff: float
     frontend_s: float
+    # multi-step scheduling (vLLM V0 ``--num-scheduler-steps``): the decode block ends at this count
+    block_end: int
 
     def _kv_advance(self, t: float) -> None:  # pragma: no cover - provided by Replica
         raise NotImplementedError
@@ -121,6 +123,7 @@ class ReplicaAdvance:
         bs1 = bs - 1 if final else bs
         extra = 0
         back = 0
+        over = 0  # tokens past a request's end (multi-step blocks only)
         win = self.win
         gaps: dict = {}  # stalled sequences with equal gaps -> one weighted sample
         multi = win.ttbt is not None
@@ -152,10 +155,13 @@ class ReplicaAdvance:
             r.tbt_sum_s += end - lt
             r.last_token_s = end
             g = r.generated_tokens + k
-            r.generated_tokens = g
-            if g >= r.output_tokens:
-                done.append(r)
             kvt = r.kv_tokens + k
+            if g >= r.output_tokens:
+                if g > r.output_tokens:  # multi-step: finished inside the block; still computed
+                    over += g - r.output_tokens  # (its KV slots too) to the block's end
+                    g = r.output_tokens
+                done.append(r)
+            r.generated_tokens = g
             r.kv_tokens = kvt
             nb = (kvt + bs1) // bs
             if nb > r.kv_blocks:
@@ -169,9 +175,11 @@ class ReplicaAdvance:
             self._kv_advance(0.5 * (t0 + end))
             self.kv.allocate(extra)  # grown in place above; the run's plan guarantees they fit
             self._kv_peak()
-        win.tokens_out += B * k
-        win.quality_token_sum += self.quality * B * k
+        win.tokens_out += B * k - over
+        win.quality_token_sum += self.quality * B * k - self.quality * over
         self.iterations += k
+        if done and self.iterations < self.block_end:
+            done = []  # multi-step: requests that finished inside the block leave at its end
         self.recent_iter.append(dl)
         if final and self.async_sched:  # the next step was fixed when the last one started
             self.cutoff = end - dl
