@@ -27,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "speculation_depth": 0, "spec_acceptance": 0.7, "quantization": "fp16", "disaggregate": False,
     "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
     "results_parquet": None, "prefix_caching": True, "engine_profile": "vllm-v1",
-    "expert_parallel": 1, "kv_cache_dtype": "auto", "cpu_kv_gb": 0.0,
+    "expert_parallel": 1, "kv_cache_dtype": "auto", "cpu_kv_gb": 0.0, "pipeline_parallel": 1,
 }
 POISSON_DEFAULT_DURATION_S = 300.0
 
@@ -124,6 +124,7 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
                            spec_acceptance=float(o["spec_acceptance"]),
                            prefix_caching=bool(o["prefix_caching"]),
                            expert_parallel=int(o["expert_parallel"]),
+                           pipeline_parallel=int(o["pipeline_parallel"]),
                            kv_cache_dtype=str(o["kv_cache_dtype"]), cpu_kv_gb=float(o["cpu_kv_gb"]))
         cc = ClusterConfig(replica=rc, num_replicas=int(o["replicas"]), router=o["router"], tenants=tenants,
                            priority_routing=bool(o["priority_routing"]), disaggregate=bool(o["disaggregate"]),
@@ -241,9 +242,11 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
-        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8 [fp16]"),
+        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8|mxfp4 [fp16]"),
         expert_parallel: Optional[int] = typer.Option(None, help="expert-parallel degree of a MoE model "
                                                                  "(DP attention ranks) [1]"),
+        pipeline_parallel: Optional[int] = typer.Option(None, help="pipeline stages per replica 1|2|4|8 "
+                                                                   "(layers split, micro-batched) [1]"),
         kv_cache_dtype: Optional[str] = typer.Option(None, help="KV-cache element type auto|fp8 [auto]"),
         cpu_kv_gb: Optional[float] = typer.Option(None, help="host memory per replica for the CPU KV "
                                                              "tier, GB [0: none]"),

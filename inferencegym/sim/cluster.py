@@ -66,7 +66,8 @@ class Cluster:
                 model=rc.model, gpu=rc.gpu, tensor_parallel=rc.tensor_parallel,
                 quantization=rc.quantization, gpu_hour_usd=config.gpu_hour_usd,
                 engine_profile=rc.engine_profile, expert_parallel=rc.expert_parallel,
-                kv_cache_dtype=rc.kv_cache_dtype, draft_model=rc.draft_model)
+                kv_cache_dtype=rc.kv_cache_dtype, draft_model=rc.draft_model,
+                pipeline_parallel=rc.pipeline_parallel)
         self.base_model = execution_model
         self.models = ModelBank(rc, execution_model, config.gpu_hour_usd)
         self.ledger = RunLedger(config.tenants)

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8")
+QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8", "mxfp4")
 """Every weight tier the simulator models (the one definition; labels elsewhere derive)."""
 
 ACTION_QUANTIZATION_TIERS = QUANTIZATION_TIERS[:3]
@@ -94,12 +94,16 @@ class ReplicaConfig:
     tensor_parallel: int = 1
     """GPUs per replica (tensor parallel degree)."""
     quantization: str = DEFAULT_KNOBS.quantization
-    """Weight tier: fp16, int8 (W8A8), int4 (weight-only) or fp8 (W8A8 FP8, Hopper/Ada and later)."""
+    """Weight tier: fp16, int8 (W8A8), int4 (weight-only), fp8 (W8A8 FP8, Hopper/Ada and later) or
+    mxfp4 (MoE experts in MXFP4, the rest BF16: gpt-oss checkpoints)."""
     expert_parallel: int = 1
     """Expert-parallel degree of a mixture-of-experts model: the replica has tensor_parallel x
     expert_parallel GPUs, attention data-parallel across the expert_parallel ranks (1: experts split by TP)."""
     kv_cache_dtype: str = "auto"
     """KV-cache element type: auto (FP16/BF16) or fp8 (half the bytes per token)."""
+    pipeline_parallel: int = 1
+    """Pipeline stages: the replica has tensor_parallel x expert_parallel x pipeline_parallel GPUs, its
+    layers split into consecutive stages, each step cut into micro-batches (``sim/pipeline.py``)."""
     cpu_kv_gb: float = 0.0
     """Host memory per replica for the CPU tier of the prefix cache, GB (0: no CPU tier)."""
     cpu_kv_link_gb_s: float = 25.0
@@ -148,6 +152,11 @@ class ReplicaConfig:
                f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
         _check(self.expert_parallel in (1, 2, 4, 8, 16, 32, 64),
                f"expert_parallel must be 1, 2, 4, ..., 64, got {self.expert_parallel}")
+        _check(self.pipeline_parallel in (1, 2, 4, 8),
+               f"pipeline_parallel must be 1, 2, 4 or 8, got {self.pipeline_parallel}")
+        _check(self.pipeline_parallel == 1 or self.speculation_depth == 0,
+               f"speculative decoding with pipeline_parallel={self.pipeline_parallel} is not modelled; "
+               f"set speculation_depth=0 or pipeline_parallel=1")
         _check(self.kv_cache_dtype in ("auto", "fp8"),
                f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
         _check(self.cpu_kv_gb >= 0, f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")

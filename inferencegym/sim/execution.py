@@ -54,8 +54,16 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     load_calibration,
     register_gpu_kernel,
 )
-from inferencegym.sim.moe import MoECost
+from inferencegym.sim.moe import MoECost, dequant_weight_factor, moe_kernel_efficiency
+from inferencegym.sim.pipeline import (
+    PP_DEGREES,
+    microbatch_count,
+    p2p_time_s,
+    split_microbatches,
+    step_time_s,
+)
 from inferencegym.sim.presets import (
+    FP8_COMPUTE_EFFICIENCY,
     GIB,
     GPUPreset,
     ModelPreset,
@@ -125,7 +133,11 @@ class ExecutionModel:
         engine_profile: str = "custom",
         expert_parallel: int = 1,
         kv_cache_dtype: str = "auto",
+        pipeline_parallel: int = 1,
     ) -> None:
+        if pipeline_parallel not in PP_DEGREES or pipeline_parallel > model.num_layers:
+            raise ValueError(f"pipeline_parallel must be one of {PP_DEGREES} and at most the "
+                             f"{model.num_layers} layers of {model.name}, got {pipeline_parallel!r}")
         if expert_parallel not in _VALID_EP:
             raise ValueError(f"expert_parallel must be one of {_VALID_EP}, got {expert_parallel!r}")
         if expert_parallel > 1 and not model.is_moe:
@@ -133,6 +145,14 @@ class ExecutionModel:
                              f"{model.name} is dense (use tensor_parallel or more replicas)")
         if kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {kv_cache_dtype!r}")
+        if quantization.experts_only and not model.is_moe:
+            raise ValueError(f"quantization {quantization.name!r} is the expert-weight format of "
+                             f"mixture-of-experts checkpoints (gpt-oss); {model.name} is dense: use int4 "
+                             f"(W4A16) or fp8")
+        if quantization.dequant_instr_per_weight > 0 and gpu.fp4_tflops <= 0 and gpu.cuda_core_tflops <= 0:
+            raise ValueError(f"quantization {quantization.name!r} on {gpu.name} needs the GPU's "
+                             f"cuda_core_tflops (dequantisation rate) or fp4_tflops (native FP4); "
+                             f"the preset gives neither: set one in the GPUPreset")
         if quantization.fp8_compute and gpu.fp8_tflops <= 0:
             raise ValueError(f"quantization 'fp8' needs FP8 tensor cores (Hopper/Ada or later); "
                              f"{gpu.name} has none: use h100-80gb, h200-141gb or l40s-48gb, or int8")
@@ -166,6 +186,9 @@ class ExecutionModel:
         experts spread over all ``tensor_parallel * expert_parallel`` GPUs (1: experts split by TP)."""
         self.kv_cache_dtype = str(kv_cache_dtype)
         """``auto`` (FP16/BF16 KV cache) or ``fp8`` (1 byte per element: half the KV bytes)."""
+        self.pipeline_parallel = int(pipeline_parallel)
+        """Pipeline stages (``sim/pipeline.py``): consecutive layer groups on ``pipeline_parallel``
+        GPU groups, the step cut into micro-batches (1: no pipeline)."""
         self._setup()
 
     # ------------------------------------------------------------------ construction
@@ -184,6 +207,7 @@ class ExecutionModel:
         gpu_hour_usd: float | None = None,
         expert_parallel: int = 1,
         kv_cache_dtype: str = "auto",
+        pipeline_parallel: int = 1,
     ) -> ExecutionModel:
         """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
 
@@ -219,7 +243,8 @@ class ExecutionModel:
                    kernel=kernel, engine=engine, draft=dp, engine_overhead=profile != "kernel-only",
                    gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
                    calibrated=fitted and gp.calibrated, engine_profile=profile,
-                   expert_parallel=expert_parallel, kv_cache_dtype=kv_cache_dtype)
+                   expert_parallel=expert_parallel, kv_cache_dtype=kv_cache_dtype,
+                   pipeline_parallel=pipeline_parallel)
 
     def _replace(self, **kw) -> ExecutionModel:
         args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
@@ -229,7 +254,8 @@ class ExecutionModel:
                     max_batched_tokens=self.max_batched_tokens,
                     gpu_hour_usd=self._gpu_hour_override, calibrated=self.calibrated,
                     check_memory=self._check_memory, engine_profile=self.engine_profile,
-                    expert_parallel=self.expert_parallel, kv_cache_dtype=self.kv_cache_dtype)
+                    expert_parallel=self.expert_parallel, kv_cache_dtype=self.kv_cache_dtype,
+                    pipeline_parallel=self.pipeline_parallel)
         args.update(kw)
         return ExecutionModel(**args)
 
@@ -239,7 +265,8 @@ class ExecutionModel:
 
     def _setup(self) -> None:
         m, g, k, t = self.model, self.gpu, self.kernel, self.tensor_parallel
-        q = self.quantization
+        qx = self.quantization  # the experts' tier; the dense weights' tier is q
+        q = get_quantization("fp16") if qx.experts_only else qx
         d = m.head_dim
         h = m.hidden_size
         self._layers = m.num_layers
@@ -338,29 +365,52 @@ class ExecutionModel:
         # mixture of experts (sim/moe.py)
         self._moe = None
         if m.is_moe:
+            x_wb, x_a_in, x_inv_c, x_wfac = wb, a_in, inv_c, 1.0
+            if qx.experts_only:
+                x_wb, x_wfac = qx.weight_bytes_per_param, 1.0
+                if g.fp4_tflops > 0:  # native FP4 operands, MXFP8 activations: the FP8 MMA rate
+                    x_a_in = 1.0
+                    x_inv_c = 1.0 / (g.fp8_tflops * FP8_COMPUTE_EFFICIENCY * 1e12 * k.gemm_eff_compute)
+                else:  # upconverted to BF16 in the kernel (W4A16)
+                    x_inv_c = qx.gemm_compute_overhead / (self._peak_fp16 * k.gemm_eff_compute)
+                    x_wfac = dequant_weight_factor(
+                        instr_per_weight=qx.dequant_instr_per_weight, weight_bytes=x_wb,
+                        achieved_bytes_per_s=bw * k.gemm_eff_mem,
+                        instr_per_s=g.cuda_core_tflops * 1e12 / 2.0)
             self._moe = MoECost(
                 model=m, gpu=g, tensor_parallel=t, expert_parallel=self.expert_parallel,
-                weight_bytes=wb, act_in_bytes=a_in, inv_c=inv_c,
+                weight_bytes=x_wb, act_in_bytes=x_a_in, inv_c=x_inv_c,
                 inv_c_fp16=1.0 / (self._peak_fp16 * k.gemm_eff_compute), inv_m=inv_m, gemm_p=p,
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
-                a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0])
+                a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
+                weight_time_factor=x_wfac,
+                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel))
         # memory
         lin_params_gpu = sum(kk * nn for kk, nn in gemms)
         attn_params_gpu = sum(kk * nn for kk, nn in gemms[:2])
         emb_params_gpu = m.vocab_size * h / t * (1 if m.tied_embeddings else 2)
         moe_bytes = (m.moe_layers * (attn_params_gpu * wb + self._moe.weight_bytes_gpu)
                      if self._moe else 0.0)
+        # pipeline stages: the largest stage holds ceil(L / P) layers and the embedding or the LM head
+        pp = self.pipeline_parallel
+        self._pp = pp
+        stage_frac = -(-m.num_layers // pp) / m.num_layers
+        emb_gpu = emb_params_gpu if (pp == 1 or m.tied_embeddings) else emb_params_gpu / 2
         self.weight_bytes_per_gpu = float(
-            (m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
-            + m.num_layers * 2 * h * _ACT_BYTES + emb_params_gpu * _ACT_BYTES + h * _ACT_BYTES)
-        self.kv_bytes_per_token = float(m.num_layers * self._kv_bytes_per_token_layer)
+            ((m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
+             + m.num_layers * 2 * h * _ACT_BYTES) * stage_frac + emb_gpu * _ACT_BYTES + h * _ACT_BYTES)
+        self.kv_bytes_per_token = float(m.num_layers * self._kv_bytes_per_token_layer * stage_frac)
+        """KV bytes per token on one GPU (with pipeline stages: its stage's layers)."""
+        self._p2p_lat = k.allreduce(2)[0]
+        self._p2p_bw = g.intra_node_gbytes_per_s * 1e9
+        self._stage_model: ExecutionModel | None = None
         self.activation_reserve_bytes = float(
             GIB + self.max_batched_tokens * (h + qk + 3 * f_g) * _ACT_BYTES)
         free = g.memory_bytes * self.gpu_memory_utilization - self.weight_bytes_per_gpu \
             - self.activation_reserve_bytes
         if free <= 0 and self._check_memory:
             raise ValueError(
-                f"{m.name} ({q.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
+                f"{m.name} ({qx.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
                 f"at tensor_parallel={t}, which with the activation reserve exceeds the "
                 f"{g.memory_gbytes:.0f} GB of {g.name} (x{self.gpu_memory_utilization} usable); "
                 f"use a larger tensor_parallel{' or expert_parallel' if m.is_moe else ''} or a "
@@ -520,6 +570,9 @@ class ExecutionModel:
                              f"with draft_model=None")
         if B == 0:
             c = (0.0, 0.0)
+        elif self._pp > 1:  # exact in S: every micro-batch's time is linear in its share of S
+            a = self._pipeline_time((), B, 0, kd)
+            c = (a, self._pipeline_time((), B, 1_000_000, kd) / 1e6 - a / 1e6)
         else:
             q = kd + 1
             ntok = B * q
@@ -549,6 +602,35 @@ class ExecutionModel:
             c = (a, b)
         self._coeff_cache[key] = c
         return c
+
+    def _pipeline_time(self, prefill_chunks, decode_batch: int, decode_context_tokens: float,
+                       speculation_depth: int) -> float:
+        """One engine step with pipeline stages (``sim/pipeline.py``): micro-batches of the step
+        through ``P`` stages, ``max(m, P)`` slots of the slowest stage, the engine's CPU work once."""
+        if speculation_depth:
+            raise ValueError("speculative decoding with pipeline_parallel > 1 is not modelled; "
+                             "use speculation_depth=0 or pipeline_parallel=1")
+        st = self._stage_model
+        if st is None:
+            st = self._stage_model = self._replace(pipeline_parallel=1, engine_overhead=False,
+                                                   check_memory=False, draft=None)
+        P = self._pp
+        nseq = len(prefill_chunks) + decode_batch
+        if nseq == 0:
+            return 0.0
+        m = microbatch_count(nseq, P)
+        stage = []
+        ntok = 0
+        for pf, b, ctx in split_microbatches(prefill_chunks, decode_batch, decode_context_tokens, m):
+            tok = sum(n for n, _c in pf) + b
+            ntok += tok
+            kern = st.iteration_time_s(pf, b, ctx, 0) * (1.0 + self._slow * tok)
+            stage.append(kern / P + p2p_time_s(tok, self.model.hidden_size, self._p2p_bw, self._p2p_lat))
+        t = step_time_s(stage, P, m)
+        cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+        if self._async:
+            return t if t >= cpu else cpu
+        return t + cpu
 
     def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
@@ -581,6 +663,8 @@ class ExecutionModel:
         ``decode_batch``: number of decoding sequences; ``decode_context_tokens``: sum of their
         contexts; ``speculation_depth``: draft tokens per decoding sequence (0 = off).
         """
+        if self._pp > 1:
+            return self._pipeline_time(prefill_chunks, decode_batch, decode_context_tokens, speculation_depth)
         if not prefill_chunks:
             a, b = self.decode_coeffs(decode_batch, speculation_depth)
             return a + b * decode_context_tokens
@@ -674,7 +758,7 @@ class ExecutionModel:
 
     @property
     def gpu_count(self) -> int:
-        return self.tensor_parallel * self.expert_parallel
+        return self.tensor_parallel * self.expert_parallel * self.pipeline_parallel
 
     @property
     def gpu_hour_usd(self) -> float:
@@ -700,6 +784,7 @@ class ExecutionModel:
             "gpu": self.gpu.name,
             "tensor_parallel": self.tensor_parallel,
             "expert_parallel": self.expert_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
             "quantization": self.quantization.name,
             "kv_cache_dtype": self.kv_cache_dtype,
             "draft_model": self.draft_model_name,
