@@ -67,8 +67,10 @@ def test_cluster_window_reset_goes_through_the_replica():
     assert cl.run_stats().output_tokens == 0  # the new window starts empty
 
 
-def test_replica_fulfils_the_declared_state_contract_of_its_base():
-    """``ReplicaAdvance`` declares the state it shares with ``Replica``; a replica has all of it."""
+def test_replica_fulfils_the_declared_state_contract_of_its_bases():
+    """``ReplicaAdvance`` and ``ReplicaAdmission`` declare the state they share with ``Replica``;
+    a replica has all of it, and provides the methods they leave to it."""
+    from inferencegym.sim.replica_admission import ReplicaAdmission
     from inferencegym.sim.replica_advance import ReplicaAdvance
 
     cl = Cluster(cfg(num_replicas=1), np.random.default_rng(0))
@@ -78,6 +80,12 @@ def test_replica_fulfils_the_declared_state_contract_of_its_base():
     missing = [a for a in declared if not hasattr(rep, a)]
     assert not missing, f"Replica does not set {missing}"
     assert type(rep)._kv_advance is not ReplicaAdvance._kv_advance
+    admission = ReplicaAdmission.__annotations__
+    assert len(admission) >= 10
+    missing = [a for a in admission if not hasattr(rep, a)]
+    assert not missing, f"Replica does not set {missing}"
+    assert type(rep).max_kv_tokens is not ReplicaAdmission.max_kv_tokens
+    assert type(rep).enqueue is not ReplicaAdmission.enqueue
 
 
 def test_cluster_fulfils_the_declared_state_contract_of_its_readout_base():
