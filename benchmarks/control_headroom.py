@@ -88,7 +88,7 @@ def main() -> None:
         d = [c["score"] - b["score"] for c, b in zip(ceil["episodes_detail"], best["episodes_detail"])]
         gap = {"best": best["policy"], "gap_mean": float(np.mean(d)), "gap_ci95": ci95(d),
                "wins": int(sum(x > 0 for x in d)), "episodes": len(d)}
-        print(f"\ngap hindsight - {best['policy']}: {gap['gap_mean']:+.3f} ± {gap['gap_ci95']:.3f} "
+        print(f"\ngap {ceil['policy']} - {best['policy']}: {gap['gap_mean']:+.3f} ± {gap['gap_ci95']:.3f} "
               f"(paired, {gap['wins']}/{len(d)} episodes)")
     elif best is not None:
         print(f"\nbest controller: {best['policy']}")
