@@ -142,7 +142,20 @@ def test_shipped_pretrained_policies_load_and_act():
     assert shipped, "no pretrained modules shipped in inferencegym/data/pretrained"
     for task in shipped:
         pol = load_policy(f"pretrained:{task}", task)
-        if pol.kind == "cluster":
+        if pol.kind == "control":  # a control-plane agent (issue 22): its features from a real state
+            from inferencegym.envs.control_env import ControlEnv
+            from inferencegym.rl.control import gateway_features
+            from inferencegym.sim.gateway import GatewayState
+
+            role = pol.meta["control"]["role"]
+            if role == "autoscaler":
+                env = ControlEnv(task, features=pol.meta["control"]["features"], episode_windows_override=1)
+                obs, _ = env.reset(seed=0)
+            else:
+                obs = gateway_features(GatewayState(now_s=1.0, routable=6, queue=[0] * 6, kv=[0.1] * 6), 3.5, [20])
+            a = pol.act(obs)
+            assert 0 <= a < pol.module.action_space.n
+        elif pol.kind == "cluster":
             env = make_cluster_env({"task_id": task, "episode_windows": 1})
             obs, _ = env.reset(seed=0)
             a = pol.act(obs["router"])
