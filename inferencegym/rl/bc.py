@@ -165,10 +165,13 @@ def collect_single(env: Any, act_fn: Callable[[Any, dict], Any], *, episodes: in
     return obs_l, act_l, rew_l, end_l
 
 
-def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple[list, list]:
+def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int,
+                    replicas: tuple[list, list] | None = None) -> tuple[list, list, list, list]:
     """Roll out a cluster policy (``act_all``; e.g. ``least_outstanding_requests`` with static
     replicas) on the ClusterEnv; returns the router's observations, actions, rewards (the reward of
-    the interval that follows each decision, as the env pays it) and episode-end flags."""
+    the interval that follows each decision, as the env pays it) and episode-end flags. With
+    ``replicas`` = (observations, actions) lists, every replica agent's window observation and
+    the baseline's knob action are appended to them (the replica module's demonstrations)."""
     obs_l: list = []
     act_l: list = []
     rew_l: list = []
@@ -182,6 +185,11 @@ def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple
         while True:
             actions = policy.act_all(obs, infos)
             acted = "router" in obs
+            if replicas is not None:
+                for aid, o in obs.items():
+                    if aid != "router":
+                        replicas[0].append(o)
+                        replicas[1].append(np.asarray(actions[aid], dtype=np.int64))
             if acted:
                 obs_l.append(obs["router"])
                 act_l.append(int(actions["router"]))
@@ -261,12 +269,16 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
                                    encode=lambda a: action_to_flat(ServeAction.from_any(a)))
         mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space
     else:
-        e = make_cluster_env(env_config)
+        # demonstrations come from the full env (router included) even when PPO trains the replica
+        # agents alone with an internal router
+        e = make_cluster_env({k: v for k, v in env_config.items() if k != "internal_router"})
         if "router" not in cfg.policy_mapping:
             raise ValueError("BC for the cluster env imitates the router; policy_mapping has no 'router'")
         mid = cfg.policy_mapping["router"]
+        rep_mid = _trained_replica_module(cfg)
+        rep_demo: tuple[list, list] | None = ([], []) if rep_mid else None
         obs, acts, rews, ends = collect_cluster(e, get_cluster_policy(b.baseline), episodes=b.episodes,
-                                                seed=b.seed)
+                                                seed=b.seed, replicas=rep_demo)
         obs_space, act_space = e.observation_spaces["router"], e.action_spaces["router"]
     m = cfg.modules[mid]
     import torch
@@ -284,4 +296,28 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
     path = out / mid
     module.save_to_path(str(path))
     (out / "bc_losses.txt").write_text("\n".join(f"{x:.6f}" for x in losses) + "\n")
-    return {mid: str(path)}
+    paths = {mid: str(path)}
+    if cfg.env != "single" and rep_mid:
+        # the trained replica module clones the baseline's replica policy (e.g. best_static_knobs'
+        # fixed knobs) instead of starting at random or holding the task's initial knobs
+        rm = cfg.modules[rep_mid]
+        rid = e.replica_ids[0]
+        torch.manual_seed(cfg.seed + 1)
+        rep_module = RLModuleSpec(module_class=module_class(rm.type), observation_space=e.observation_spaces[rid],
+                                  action_space=e.action_spaces[rid], model_config=dict(rm.model_config_)).build()
+        rep_losses = bc_train(rep_module, rep_demo[0], rep_demo[1], epochs=b.epochs, lr=b.lr,
+                              minibatch_size=b.minibatch_size, seed=cfg.seed + 1)
+        rep_module.save_to_path(str(out / rep_mid))
+        (out / "bc_losses_replica.txt").write_text("\n".join(f"{x:.6f}" for x in rep_losses) + "\n")
+        paths[rep_mid] = str(out / rep_mid)
+    return paths
+
+
+def _trained_replica_module(cfg: Any) -> str | None:
+    """The replica agents' module id when it is trained (in ``trainable``) and learns (not
+    ``hold_knobs``): BC then clones the baseline's replica actions into it too."""
+    rep = next((m for pat, m in cfg.policy_mapping.items() if pat.startswith("replica")), None)
+    trained = cfg.trainable or sorted(set(cfg.policy_mapping.values()))
+    if rep is None or rep not in trained or cfg.modules[rep].type == "hold_knobs":
+        return None
+    return rep

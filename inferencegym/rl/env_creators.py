@@ -6,7 +6,8 @@
 
 Both read ``task_id`` from ``env_config``; every other key of ``env_config`` except the ones below goes
 to the env constructor. Keys consumed here: ``safety`` (a dict of :class:`SafetySettings` fields),
-``history_windows`` / ``history_ema_weight`` (single-agent: :class:`~inferencegym.envs.history.HistoryObservation`).
+``history_windows`` / ``history_ema_weight`` (single-agent: :class:`~inferencegym.envs.history.HistoryObservation`),
+``internal_router`` (cluster: the router played inside by that rule, replica agents only).
 """
 
 from __future__ import annotations
@@ -85,8 +86,14 @@ def make_single_env(env_config: Any) -> gym.Env:
 
 
 def make_cluster_env(env_config: Any) -> Any:
-    """The multi-agent cluster env for ``env_config['task_id']``."""
+    """The multi-agent cluster env for ``env_config['task_id']``; with ``internal_router`` (a router
+    rule's name) the replica agents only (:class:`~inferencegym.rl.replica_env.ReplicaOnlyClusterEnv`)."""
     task_id, kwargs, _ = _split_config(env_config)
+    router = kwargs.pop("internal_router", None)
+    if router:
+        from inferencegym.rl.replica_env import ReplicaOnlyClusterEnv
+
+        return ReplicaOnlyClusterEnv({"task_id": task_id, **kwargs}, router=router)
     return ClusterEnv({"task_id": task_id, **kwargs})
 
 

@@ -38,6 +38,7 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 import inferencegym.rl.rllib_compat  # noqa: F401  (RLlib's own RLModuleConfig notice, see there)
+from inferencegym.rl.fixed_modules import EstTTFTRouterModule
 
 #: Logit given to masked-out actions. Large but finite: if every action were masked the
 #: distribution stays uniform instead of NaN, and entropy/KL stay finite.
@@ -375,6 +376,7 @@ MODULE_TYPES: dict[str, type[TorchRLModule]] = {
     "mlp": MLPModule,
     "replica_mlp": ReplicaAgentModule,
     "hold_knobs": HoldKnobsModule,
+    "est_ttft_router": EstTTFTRouterModule,
     "lstm": LSTMModule,
 }
 #: Module types whose policy carries a recurrent state (single-agent env only; no behaviour cloning).
