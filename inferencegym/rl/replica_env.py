@@ -31,10 +31,12 @@ class ReplicaOnlyClusterEnv(MultiAgentEnv):
         self.inner = ClusterEnv(config)
         self.router = get_router_policy(router)
         self.router.bind(self.inner)
-        self.possible_agents = list(self.inner.replica_ids)
-        self.agents = list(self.possible_agents)
-        self.observation_spaces = {a: self.inner.observation_spaces[a] for a in self.possible_agents}
-        self.action_spaces = {a: self.inner.action_spaces[a] for a in self.possible_agents}
+        # the router stays a possible agent (it never acts here) so that its module keeps the
+        # router's spaces and the trained policy still routes when evaluated on the full env
+        self.possible_agents = [ROUTER, *self.inner.replica_ids]
+        self.agents = list(self.inner.replica_ids)
+        self.observation_spaces = dict(self.inner.observation_spaces)
+        self.action_spaces = dict(self.inner.action_spaces)
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":
