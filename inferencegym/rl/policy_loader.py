@@ -169,6 +169,33 @@ class ModulePolicy:
         a = self._greedy(self.module_for(agent_id), obs)
         return int(a) if a.ndim == 0 else a
 
+    def act_all(self, obs: dict, infos: dict | None = None) -> dict:
+        """Cluster env: every agent in ``obs`` answered by its module: the router module routes, the
+        replica module sets the replica's knobs (a ``hold_knobs`` module, or none, keeps the
+        replica's current knobs from ``infos[agent]["knobs"]``, as ``replica_static`` does)."""
+        from inferencegym.rl.modules import HoldKnobsModule
+
+        if self.kind != "cluster":
+            raise ValueError("act_all is for cluster policies (a router and replica agents)")
+        infos = infos or {}
+        out: dict[str, Any] = {}
+        for aid, o in obs.items():
+            if aid == "router":
+                out[aid] = self.act(o, infos.get(aid))
+                continue
+            try:
+                module = self.module_for(aid)
+            except ValueError:
+                module = None
+            if module is None or isinstance(module, HoldKnobsModule):
+                info = infos.get(aid) or {}
+                if "knobs" not in info:
+                    raise ValueError(f"{aid}: holding knobs needs info['knobs'] from ClusterEnv")
+                out[aid] = np.asarray(info["knobs"], dtype=np.int64)
+            else:
+                out[aid] = np.asarray(self._greedy(module, o), dtype=np.int64)
+        return out
+
     def __call__(self, obs: Any, info: dict | None = None) -> Any:
         return self.act(obs, info)
 
