@@ -112,11 +112,14 @@ def paired(a: list[float], b: list[float]) -> str:
     return f"{d.mean():+.4f} ± {ci95(list(d)):.4f} ({int((d > 0).sum())}/{d.size})"
 
 
-def run_task(task_id: str, seeds: list[int], ceiling_seeds: int, log=print, rows: list[str] | None = None) -> dict:
+def run_task(task_id: str, seeds: list[int], ceiling_seeds: int, log=print, rows: list[str] | None = None,
+             on_row=None) -> dict:
     res: dict[str, list[dict]] = {}
     for name in rows or table_policies(task_id):
         t0 = time.time()
         res[name] = [_run(task_id, _policy(name, task_id), s) for s in seeds]
+        if on_row is not None:  # partial results survive a stopped run
+            on_row(res)
         log(f"  {task_id} {name}: grade {np.mean([r['grade'] for r in res[name]]):.4f} "
             f"({time.time() - t0:.0f} s)")
     if ceiling_seeds:
@@ -178,16 +181,22 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--seed must be >= 1000 (held-out seeds; searches use 0..999), got {args.seed}")
     seeds = list(range(args.seed, args.seed + args.episodes))
     out = json.loads(args.json_out.read_text()) if args.json_out.exists() else {}
+    command = "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_ceiling_table.py " + " ".join(sys.argv[1:])
     for task_id in args.tasks.split(","):
         t0 = time.time()
         n_ceil = args.episodes if args.ceiling_episodes is None else args.ceiling_episodes
+
+        def save(res: dict, partial: bool = True) -> None:
+            out[task_id] = {"seeds": seeds, "wall_s": round(time.time() - t0, 1), "results": res,
+                            "command": command, "partial": partial}
+            args.json_out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = args.json_out.with_suffix(".tmp")
+            tmp.write_text(json.dumps(out, indent=1) + "\n")
+            tmp.replace(args.json_out)
+
         res = run_task(task_id, seeds, n_ceil, log=lambda s: print(s, file=sys.stderr, flush=True),
-                       rows=args.rows.split(",") if args.rows else None)
-        out[task_id] = {"seeds": seeds, "wall_s": round(time.time() - t0, 1), "results": res,
-                        "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_ceiling_table.py "
-                                   + " ".join(sys.argv[1:])}
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(out, indent=1) + "\n")
+                       rows=args.rows.split(",") if args.rows else None, on_row=save)
+        save(res, partial=False)
         print(report(task_id, res), flush=True)
 
 

@@ -63,3 +63,42 @@ def test_est_ttft_router_module_picks_what_the_rule_picks():
         if truncs["__all__"]:
             break
     assert total > 20 and agree / total >= 0.97                # float32 ties aside
+
+
+def test_a_loaded_policy_with_a_trained_replica_module_sets_the_knobs(tmp_path, monkeypatch):
+    """A trained replica module is evaluated (it used to be replaced by replica_static); the
+    est_ttft_router + replica module pair exports and loads pickle-free."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    import inferencegym.rl.policy_loader as pl
+    from inferencegym.rl.modules import module_class
+
+    env = ClusterEnv({"task_id": TASK, "episode_windows": 3})
+    mapping = {"router": "router_pol", "replica_*": "replica_pol"}
+    torch.manual_seed(0)
+    for mid, typ, agent, mc in (("router_pol", "est_ttft_router", "router", {"scale": 1.0e4}),
+                                ("replica_pol", "replica_mlp", "replica_0", {"hidden": [8]})):
+        m = RLModuleSpec(module_class=module_class(typ), observation_space=env.observation_spaces[agent],
+                         action_space=env.action_spaces[agent], model_config=mc).build()
+        pl.export_module(m, tmp_path / TASK, module_type=typ, model_config=mc, module_id=mid, task_id=TASK,
+                         kind="cluster", mapping=mapping)
+        if mid == "replica_pol":
+            replica_module = m
+    monkeypatch.setattr(pl, "PRETRAINED_DIR", tmp_path)
+    pol = pl.load_policy(f"pretrained:{TASK}", TASK)
+    obs, infos = env.reset(seed=1)
+    seen = 0
+    while True:
+        act = pol.act_all(obs, infos)
+        for aid, o in obs.items():
+            if aid != "router":
+                from ray.rllib.core.columns import Columns
+                logits = replica_module.forward_inference(
+                    {Columns.OBS: torch.as_tensor(np.asarray(o)[None])})[Columns.ACTION_DIST_INPUTS][0]
+                want = [int(torch.argmax(part)) for part in torch.split(logits, list(env.action_spaces[aid].nvec))]
+                assert act[aid].tolist() == want
+                seen += 1
+        obs, _, _, truncs, infos = env.step(act)
+        if truncs["__all__"]:
+            break
+    assert seen >= 8
