@@ -1,9 +1,13 @@
 """``inferencegym demo``: the whole platform in a few minutes on a laptop.
 
-Trains the cross-replica attention router with PPO on the default cluster task for a short
-budget (behaviour-cloning warm start, Tune trial, MLflow run), evaluates it against the baseline
-routers on held-out seeds, prints the table and writes the report (Markdown/HTML with plots) and the
-MLflow evaluation run. ``--no-train`` only evaluates the baselines (a simulation of the scenario).
+Trains PPO on ``adversarial_multitenant`` (issue 21: the phased task, where the best observable rule
+``phase_rule`` leaves the most headroom below the privileged ceiling) for a short budget from the
+behaviour clone of ``phase_rule`` (history + phase-forecast actor, asymmetric critic; Tune trial,
+MLflow run), evaluates the returned policy, its warm start and the rule side by side on held-out
+seeds, says whether PPO improved on its warm start by a paired interval on fresh validation seeds,
+prints the table and writes the report (Markdown/HTML with plots) and the MLflow evaluation run.
+``--task cluster_routing`` trains the cross-replica attention router instead. ``--no-train`` only
+evaluates the baselines (a simulation of the scenario).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import typer
 from inferencegym.cli.output import fmt_metric, print_table
 from inferencegym.rl.config import load_config
 
-DEFAULT_TASK = "cluster_routing"
+DEFAULT_TASK = "adversarial_multitenant"
 
 
 #: The demo's reference rows per task: the best observable rule first (issue 21).
@@ -50,7 +54,7 @@ def demo_command(
     train: bool = typer.Option(True, "--train/--no-train", help="--no-train: evaluate the baselines only"),
     out: Path = typer.Option(Path("reports/demo"), "--out", help="report directory"),
 ) -> None:
-    """Train PPO on a cluster task for a few minutes, compare with the baselines, write the report."""
+    """Train PPO for a few minutes, compare with the best rule and the warm start, write the report."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     from rich.console import Console

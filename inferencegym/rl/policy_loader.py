@@ -186,6 +186,8 @@ def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]
                  "history_ema_weight": float(mc.get("history_ema_weight", 0.3)),
                  "phase_features": bool(mc.get("phase_features", False))}
                 if int(mc.get("history_windows", 0) or 0) > 0 else {})
+        if int(mc.get("critic_privileged_dims", 0) or 0) > 0:  # the space the module was built on
+            hist["privileged_critic"] = True
         env = make_single_env({"task_id": task_id, **hist})
         try:
             return env.observation_space, env.action_space
