@@ -33,7 +33,7 @@ def _policy(spec: str, task: str):
     if spec.startswith(("pretrained:", "checkpoint:")):
         return load_policy(spec, task)
     if Path(spec).is_dir():
-        return load_checkpoint(spec, task)
+        return load_checkpoint(str(Path(spec).resolve()), task)
     return spec
 
 
