@@ -9,8 +9,10 @@ off (``cpu_kv_gb=0``: same traffic, same GPUs, same GPU cache). Per condition an
 task's grade, p90 / p99 TTFT, the token-weighted prefix hit rate by tier (``prefix_hit_rate_by_tier``)
 and the rank by mean grade; then paired comparisons (mean of per-seed differences with a 95 %
 t-interval, scipy.stats.t): the best router of each condition against the other condition's best
-router on the same condition, the privileged ``prefix_oracle`` against the best observable router,
-and every router's gain from the tier. Routers that are not registered are skipped with a note
+router on the same condition, the privileged ``prefix_oracle`` and ``tier_oracle`` and the hindsight
+selection (per seed the best router of the table, a ceiling of each by construction) against the best
+observable router, and every router's gain from the tier. With ``--from-json``, routers asked for and
+missing from the file are run on its seeds and merged (``--json`` writes the merged file). Routers that are not registered are skipped with a note
 (``--policies`` may name rules other engineers add to ``ROUTER_POLICIES``).
 """
 
@@ -54,6 +56,12 @@ def episode(task, policy: str, seed: int) -> dict[str, float]:
             "ttft_p99_s": m["cluster/ttft_p99_s"], "hit_gpu": tiers["gpu"], "hit_cpu": tiers["cpu"]}
 
 
+def hindsight_best(by: dict) -> list[float]:
+    """Per seed, the highest grade of any router in ``by`` (a routing choice made after seeing every
+    router's episode: a privileged ceiling of each of them by construction)."""
+    return np.max(np.asarray([by[p]["grade"] for p in by]), axis=0).tolist()
+
+
 def paired(a: list[float], b: list[float]) -> str:
     d = (np.asarray(a) - np.asarray(b)).tolist()
     wins = int(sum(x > y for x, y in zip(a, b)))
@@ -75,15 +83,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# skipped {p!r}: not a registered router policy", file=sys.stderr)
     seeds = [args.seed + i for i in range(args.episodes)]
     t0, c0 = time.perf_counter(), time.process_time()
-    if args.from_json:  # print the tables of an earlier (possibly cut-short) run
+    if args.from_json:  # the tables of an earlier run; routers asked for and missing there are run
         with open(args.from_json) as fh:
             res = json.load(fh)
+        n_old = min(len(v["grade"]) for by in res.values() for v in by.values())
+        seeds = [args.seed + i for i in range(n_old)]
+        todo = [p for p in policies if not all(p in by for by in res.values())]
     else:
-        res = {cond: {pol: {k: [] for k in METRICS} for pol in policies} for cond in conditions()}
+        res = {cond: {} for cond in conditions()}
+        todo = policies
+    if todo:
+        for by in res.values():
+            for pol in todo:
+                by[pol] = {k: [] for k in METRICS}
         # seed-major: a run stopped early still holds every router on the same seeds (paired)
         for s in seeds:
             for cond, task in conditions().items():
-                for pol in policies:
+                for pol in todo:
                     e = episode(task, pol, s)
                     for k in METRICS:
                         res[cond][pol][k].append(e[k])
@@ -113,9 +129,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{np.mean(r['ttft_p99_s']):.2f} ± {ci95(r['ttft_p99_s']):.2f} | "
                   f"{np.mean(r['hit_gpu']):.3f} | {np.mean(r['hit_cpu']):.3f} |")
         print()
-        if "prefix_oracle" in by and best[cond]:
-            print(f"- grade, prefix_oracle - {best[cond]} (best observable): "
-                  f"{paired(by['prefix_oracle']['grade'], by[best[cond]]['grade'])}")
+        for ref in ("prefix_oracle", "tier_oracle"):
+            if ref in by and best[cond]:
+                print(f"- grade, {ref} - {best[cond]} (best observable): "
+                      f"{paired(by[ref]['grade'], by[best[cond]]['grade'])}")
+        if best[cond]:
+            hind = hindsight_best(by)
+            print(f"- grade, hindsight_best (privileged: per seed, the best of the {len(by)} routers "
+                  f"above, chosen after the episode) = {np.mean(hind):.3f} ± {ci95(hind):.3f}; "
+                  f"- {best[cond]}: {paired(hind, by[best[cond]]['grade'])}")
     conds = list(res)
     if len(conds) == 2 and all(best.values()):
         for cond in conds:

@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|pp|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -67,12 +67,99 @@ def published() -> None:
     print(_row("FP8 W8A8 throughput gain over BF16 (decode at the largest batch <= 256 that fits, H100; "
                "Llama-3-8B TP1 / Llama-3-70B TP4)", "up to 1.6x", "vLLM docs, FP8 W8A8",
                " / ".join(f"{g:.2f}x" for g in gain), _err(max(gain), 1.6)))
-    g = ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization="int4")
-    print(_row("gpt-oss-120b, 1 H100 (MXFP4 as int4), ShareGPT-like 1,000 prompts at once",
-               "6,095 total tok/s, TPOT 54 ms", "GPUStack performance lab (vLLM 0.10.2 baseline)",
-               "see `simulate` command in the page", "(miss, see text)"))
     print()
-    print(f"gpt-oss weights per GPU {g.weight_bytes_per_gpu / 1e9:.1f} GB")
+    print("gpt-oss-120b and Qwen3-30B-A3B: --part moe")
+
+
+def _sharegpt_like(n: int, sigma: float, seed: int = 0) -> list[tuple[int, int]]:
+    """``n`` (prompt, output) pairs, lognormal with the means GPUStack's 1,000 ShareGPT prompts had
+    (215,312 input and 195,544 output tokens) and log-sd ``sigma`` (an assumption: ShareGPT's length
+    shape is not in the repository), outputs capped at 4,000."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for mean, cap in ((215.312, 100_000), (195.544, 4000)):
+        x = rng.lognormal(np.log(mean) - sigma * sigma / 2, sigma, n)
+        out.append(np.minimum(np.maximum(1, np.rint(x)), cap).astype(int))
+    return list(zip(out[0].tolist(), out[1].tolist()))
+
+
+def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
+           lengths: list[tuple[int, int]] | None = None, pp: int = 1) -> dict:
+    """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
+    ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
+    max_num_batched_tokens), 1,024 seqs."""
+    lengths = lengths or [(pin, pout)] * n
+    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=o) for i, (p, o) in enumerate(lengths)]
+    rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
+                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp)
+    c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0))
+    c.submit(reqs)
+    c.drain()
+    r = c.results()
+    ok = ~r["rejected"]
+    dur = float(np.max(r["completion_s"][ok]))
+    return {"total": sum(p + o for p, o in lengths) / dur, "tpot_ms": 1e3 * float(np.nanmean(r["tpot_s"][ok])),
+            "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok]))}
+
+
+GPUSTACK_H100 = ((100, 32000, 100, 16136.57, 23.99), (500, 4000, 200, 14247.47, 31.70),
+                 (500, 2000, 100, 14385.69, 41.35), (1000, 128, 4, 17059.15, 304.80))
+"""GPUStack performance lab, "Optimizing GPT-OSS-120B Throughput on NVIDIA H100 GPUs", baseline
+(``vllm serve openai/gpt-oss-120b --max-model-len 32768``, vLLM 0.10.2, 1 H100): requests, input and
+output tokens of the random datasets, measured total tok/s and mean TPOT ms."""
+
+
+def moe_rows() -> None:
+    """gpt-oss-120b (MXFP4 against the int4 stand-in) and Qwen3-30B-A3B against published runs."""
+    print(_row("case", "published", "int4 stand-in", "mxfp4", "error (mxfp4)"))
+    print(_row(*["---"] * 5))
+    for n, pin, pout, tot, tpot in GPUSTACK_H100:
+        a = _burst("gpt-oss-120b", "h100-80gb", "int4", 1, n, pin, pout, 8192)
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192)
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, total tok/s", f"{tot:,.0f}", f"{a['total']:,.0f}",
+                   f"{b['total']:,.0f}", _err(b["total"], tot)))
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{a['tpot_ms']:.1f}",
+                   f"{b['tpot_ms']:.1f}", _err(b["tpot_ms"], tpot)))
+    for sigma in (0.8, 1.1):
+        lengths = _sharegpt_like(1000, sigma)
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths)
+        print(_row(f"gpt-oss-120b H100, 1000 ShareGPT-like (lognormal sd {sigma}), total tok/s / mean / p50 TPOT ms",
+                   "6,095 / 54.1 / 47.6", "-", f"{b['total']:,.0f} / {b['tpot_ms']:.1f} / {b['tpot_p50_ms']:.1f}",
+                   f"{_err(b['total'], 6095.37)} / {_err(b['tpot_ms'], 54.10)} / {_err(b['tpot_p50_ms'], 47.57)}"))
+    for quant in ("int4", "mxfp4"):
+        g = ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization=quant)
+        print(f"gpt-oss {quant}: decode step at batch 4, 340-token contexts {1e3 * g.decode_step_time_s(4, 340):.2f} ms"
+              f" (GPUStack ShareGPT at concurrency 4: mean TPOT 8.31 ms); batch 8, 100 tokens "
+              f"{1e3 * g.decode_step_time_s(8, 100):.2f} ms; weights {g.weight_bytes_per_gpu / 1e9:.1f} GB")
+    a = ExecutionModel.from_preset(model="qwen3-30b-a3b", gpu="a100-80gb")
+    print(f"qwen3-30b-a3b A100 TP1 BF16: decode step at batch 1, 200-token context "
+          f"{1e3 * a.decode_step_time_s(1, 200):.2f} ms (Tenstorrent tt-inference-server issue #340, vLLM on A100, "
+          f"128/128 at concurrency 1: TPOT 9.6 ms; {_err(a.decode_step_time_s(1, 200), 9.6e-3)})")
+    q = _burst("qwen3-30b-a3b", "h200-141gb", "fp16", 2, 1000, 1024, 128, 16384)
+    print(f"qwen3-30b-a3b H200 TP2 BF16, 1000 x 1024/128 offline: {q['total']:,.0f} total tok/s "
+          f"(vLLM PR #44220, triton MoE: 57,822; {_err(q['total'], 57821.92)})")
+
+
+GPUSTACK_PARALLEL = {"TP1": (1, 1, 6325.41, 52.66), "TP2": (2, 1, 16042.19, 86.54), "PP2": (1, 2, 11198.56, 115.37)}
+"""GPUStack's gpt-oss-120b H100 runs with ``--async-scheduling`` (vLLM 0.10.2, 1,000 ShareGPT prompts):
+tensor parallel, pipeline parallel, total tok/s, mean TPOT ms."""
+
+
+def pp_rows() -> None:
+    """Pipeline parallelism against GPUStack's gpt-oss-120b PP2 run (and TP1 / TP2 beside it)."""
+    print(_row("config", "published total tok/s / mean TPOT", "simulated (log-sd 0.8)", "simulated (log-sd 1.1)",
+               "published ratio to TP1", "simulated ratio to TP1 (0.8 / 1.1)"))
+    print(_row(*["---"] * 6))
+    sims = {}
+    for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
+        sims[name] = [_burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, s), pp=pp)
+                      for s in (0.8, 1.1)]
+    for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
+        a, b = sims[name]
+        ra, rb = (a["total"] / sims["TP1"][0]["total"], b["total"] / sims["TP1"][1]["total"])
+        print(_row(name, f"{tot:,.0f} / {tpot:.1f} ms", f"{a['total']:,.0f} / {a['tpot_ms']:.1f} ms",
+                   f"{b['total']:,.0f} / {b['tpot_ms']:.1f} ms", f"{tot / GPUSTACK_PARALLEL['TP1'][2]:.2f}x",
+                   f"{ra:.2f}x / {rb:.2f}x"))
 
 
 def _mooncake(cpu_gb: float, router: str = "llmd_precise") -> dict:
@@ -134,7 +221,7 @@ def _cost(model: str, gpu: str, quant: str, ep: int, reqs_seed: int) -> float:
 
 def speed() -> None:
     pairs = [(("qwen3-30b-a3b", "h100-80gb", "fp16", 1), ("llama-3.2-1b", "h100-80gb", "fp16", 1)),
-             (("gpt-oss-120b", "h100-80gb", "int4", 1), ("llama-2-7b", "h100-80gb", "fp16", 1)),
+             (("gpt-oss-120b", "h100-80gb", "mxfp4", 1), ("llama-2-7b", "h100-80gb", "fp16", 1)),
              (("deepseek-v3", "h200-141gb", "fp8", 8), ("codellama-34b", "h200-141gb", "fp16", 1))]
     print(_row("MoE preset", "dense preset (nearest size to its active parameters)", "MoE us/request",
                "dense us/request", "ratio (median of 3 interleaved)"))
@@ -153,10 +240,14 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "cpu", "routers", "speed", "all"), default="all")
+    ap.add_argument("--part", choices=("published", "moe", "pp", "cpu", "routers", "speed", "all"), default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
         published()
+    if a.part in ("moe", "all"):
+        moe_rows()
+    if a.part in ("pp", "all"):
+        pp_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):

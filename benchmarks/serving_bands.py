@@ -14,7 +14,10 @@ Comparisons (measured vs simulated, signed error %):
 What was fitted on what: the ``vllm-v1`` front end (6.5 ms) is the least-squares constant over the
 eight ``vllm-v1`` TTFT points, so its TTFT band is in-sample for that one constant; the all-reduce
 latency saw the decode steps of the two roleplay runs at TP2/TP4; every other figure (kernels,
-per-step cost) comes from kernel profiles and the CI latencies, none from these runs.
+per-step cost) comes from kernel profiles and the CI latencies, none from these runs. ``vllm-v0``'s
+one constant of its own, the API server's 3.0 ms per request, was fitted on Lambda's three 8B H100
+bursts (``benchmarks/vllm_published.py --fit-api-server``): those three TTFT points are in-sample,
+the other ten held out.
 
 ``--write`` stores the bands in ``inferencegym/data/calibration_error.json`` (``serving``), where
 ``ExecutionModel.calibration_error()["serving"]`` (and so ``inferencegym simulate --json`` and the

@@ -42,10 +42,12 @@ of the vLLM version: V0 rows ``scheduler="vllm"`` (prefill-first, whole prompts 
 DigitalOcean runs the first 300 pairs of the 320-request Lambda ShareGPT sample, in order; the SGLang
 runs (ShareGPT with the same filter, Llama-3 tokenizer, lengths not published) draw pairs with
 replacement from that sample (mean 205 in / 204 out; vLLM's v0.6.0 blog states 202 / 179 for its
-500-prompt sample). Arrivals: Poisson at the rate, or all at t = 0 (Lambda). Not modelled:
-multi-step scheduling (a new prompt waits for the running 10-step decode block; ``compare`` adds an
-analytic estimate of that wait in a separate column), the API server (HTTP, tokenisation,
-detokenisation, streaming), the client. A request the client saw no text for (generated length 0)
+500-prompt sample). Arrivals: Poisson at the rate, or all at t = 0 (Lambda). The V0 rows run
+``vllm-v0``: synchronous steps, the API server in the engine's process (``api_server_per_request_s``,
+the one constant fitted here, on Lambda's three 8B H100 bursts: ``--fit-api-server``) and, for the
+v0.6.0 rows, multi-step scheduling with the published ``--num-scheduler-steps 10``
+(``ReplicaConfig.num_scheduler_steps``). Not modelled: v0.6.0's API server is its own process (its
+per-request work is charged as v0.5's, in the engine's), detokenisation and streaming, the client. A request the client saw no text for (generated length 0)
 is simulated with one output token and counts TTFT 0 and no TPOT, as the client counted it.
 """
 
@@ -210,9 +212,10 @@ def simulate(row: PublishedRow, profile: str, seed: int = 0) -> dict[str, float]
     reqs, seen = row_requests(row, seed)
     sched = {"scheduler": "sarathi", "chunk_size": src["chunk_size"]} if src.get("scheduler") == "sarathi" \
         else {"scheduler": "vllm", "max_tokens_per_iter": src["max_tokens_per_iter"]}
+    steps = {"num_scheduler_steps": src["scheduler_steps"]} if src["scheduler_steps"] > 1 else {}
     rc = ReplicaConfig(model=row.model, gpu=row.gpu, tensor_parallel=row.tp, batch_cap=src["batch_cap"],
                        quantization=src.get("quantization", "fp16"), prefix_caching=False,
-                       engine_profile=profile, **sched)
+                       engine_profile=profile, **sched, **steps)
     cl = Cluster(ClusterConfig(replica=rc, num_replicas=1), rng=np.random.default_rng(seed))
     cl.submit(reqs)
     cl.drain()
@@ -240,14 +243,42 @@ def compare(profiles: list[str], seed: int = 0, rows: tuple[PublishedRow, ...] =
                 rec[f"{k}_sim"] = s[k]
                 pub = getattr(row, k)
                 rec[f"{k}_err_pct"] = None if pub is None else 100.0 * (s[k] / pub - 1.0)
-            # analytic estimate, not a simulator output: with n-step scheduling a new prompt waits for
-            # the running n-step decode block (uniform residual: (n - 1) / 2 decode steps more than
-            # the one-step engine the simulator models); the decode step is taken as the simulated TPOT
-            steps = SOURCES[row.source]["scheduler_steps"]
-            rec["ttft_ms_multistep_est"] = s["ttft_ms"] + (steps - 1) / 2 * s["tpot_ms"]
-            rec["ttft_ms_multistep_est_err_pct"] = 100.0 * (rec["ttft_ms_multistep_est"] / row.ttft_ms - 1.0)
             out.append(rec)
     return out
+
+
+API_FIT_ROWS = ("lambda-vllm054", "llama-3-8b", "h100-80gb")
+"""The rows ``vllm-v0``'s one fitted constant (``api_server_per_request_s``) was chosen on: Lambda's
+three Llama-3-8B H100 bursts; every other V0 row is held out."""
+
+
+def _set_v0_api_server_s(value: float) -> None:
+    from inferencegym.sim import execution_params as EP
+    EP._V0_API_SERVER_PER_REQUEST_S = float(value)
+    EP.engine_params.cache_clear()
+    EP._params_for.cache_clear()
+
+
+def fit_api_server(grid_ms: np.ndarray | None = None, seed: int = 0) -> dict:
+    """Least squares in log TTFT over the ``API_FIT_ROWS`` bursts for ``vllm-v0``'s per-request
+    API-server time (grid, ms); returns the best value and the held-out errors of the other V0 rows."""
+    from inferencegym.sim import execution_params as EP
+    grid_ms = np.arange(0.5, 6.01, 0.25) if grid_ms is None else grid_ms
+    fit = [r for r in ROWS if (r.source, r.model, r.gpu) == API_FIT_ROWS]
+    keep = EP._V0_API_SERVER_PER_REQUEST_S
+    try:
+        loss = []
+        for c in grid_ms:
+            _set_v0_api_server_s(c * 1e-3)
+            loss.append(sum(np.log(simulate(r, "vllm-v1", seed)["ttft_ms"] / r.ttft_ms) ** 2 for r in fit))
+        best = float(grid_ms[int(np.argmin(loss))])
+        _set_v0_api_server_s(best * 1e-3)
+        held = [(r, simulate(r, "vllm-v1", seed)["ttft_ms"]) for r in ROWS
+                if engine_profile_for(r, "vllm-v1") == "vllm-v0" and r not in fit]
+    finally:
+        _set_v0_api_server_s(keep)
+    return {"best_ms": best, "loss": dict(zip(map(float, grid_ms), map(float, loss))),
+            "held_out": [(r.source, r.model, r.gpu, r.load_level, 100.0 * (t / r.ttft_ms - 1.0)) for r, t in held]}
 
 
 def markdown(recs: list[dict]) -> str:
@@ -259,16 +290,6 @@ def markdown(recs: list[dict]) -> str:
                  else f"- / {r[k + '_sim']:,.1f}" for k in ("ttft_ms", "tpot_ms", "e2e_ms")]
         lines.append(f"| {r['source']} | {r['model']} / {r['gpu']} / TP{r['tp']} | {load} | {r['profile']} | "
                      f"{r['stat']} | " + " | ".join(cells) + " |")
-    ms = [r for r in recs if SOURCES[r["source"]]["scheduler_steps"] > 1]
-    if ms:
-        lines += ["", ("Multi-step TTFT (analytic estimate: simulated TTFT + (steps - 1) / 2 simulated decode "
-                  "steps of waiting for the running block; not a simulator output):"), "",
-                  "| source | model / GPU / TP | load | profile | TTFT ms pub | sim | sim + multi-step wait (err) |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in ms:
-            lines.append(f"| {r['source']} | {r['model']} / {r['gpu']} / TP{r['tp']} | {r['rate_rps']:g} req/s | "
-                         f"{r['profile']} | {r['ttft_ms']:,.1f} | {r['ttft_ms_sim']:,.1f} | "
-                         f"{r['ttft_ms_multistep_est']:,.1f} ({r['ttft_ms_multistep_est_err_pct']:+.0f}%) |")
     return "\n".join(lines)
 
 
@@ -277,7 +298,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", nargs="+", default=["vllm-v1", "vllm-2023"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write the records to this file")
+    ap.add_argument("--fit-api-server", action="store_true",
+                    help="re-fit vllm-v0's per-request API-server time on Lambda's 8B H100 bursts and "
+                         "print the held-out TTFT errors of the other V0 rows")
     a = ap.parse_args(argv)
+    if a.fit_api_server:
+        f = fit_api_server(seed=a.seed)
+        print(f"fitted api_server_per_request_s = {f['best_ms']:.2f} ms on {API_FIT_ROWS}; held-out TTFT errors:")
+        for src, model, gpu, lvl, err in f["held_out"]:
+            print(f"  {src} {model} {gpu} load {lvl:g}: {err:+.1f}%")
+        return 0
     t0 = time.process_time()
     recs = compare(a.profiles, a.seed)
     cmd = "OMP_NUM_THREADS=1 PYTHONPATH=$PWD python benchmarks/vllm_published.py " + " ".join(argv or sys.argv[1:])

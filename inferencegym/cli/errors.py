@@ -20,8 +20,6 @@ from typing import Any
 import click
 import typer
 
-from inferencegym.rl.config import ConfigError
-
 #: Exceptions that mean "the input was wrong" (exit 2).
 USER_ERRORS: tuple[type[BaseException], ...] = (
     FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError,
@@ -37,10 +35,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         extra.append(yaml.YAMLError)
     except ImportError:  # pragma: no cover
         pass
-    try:
-        extra.append(ConfigError)
-    except ImportError:  # pragma: no cover
-        pass
+    # a training config error (``inferencegym.rl.config.ConfigError``) is a ValueError: caught
+    # above without importing the RL stack (Ray, torch) into every command
     return USER_ERRORS + tuple(extra)
 
 

@@ -17,17 +17,20 @@ import typer
 from inferencegym.cli.output import json_safe, print_table
 from inferencegym.cli.validation import check_output_path, read_yaml_mapping, validate_simulate_options
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
+from inferencegym.sim.config import DEFAULT_KNOBS
 from inferencegym.workload import load_trace
 
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, Any] = {  # the replica knobs' defaults are the one vocabulary's (sim.config.DEFAULT_KNOBS)
     "model": "llama-2-7b", "gpu": "a100-80gb", "tensor_parallel": 1, "replicas": 1,
-    "router": "round_robin", "scheduler": "vllm", "batch_cap": 128, "chunk_size": 512,
-    "kv_budget_fraction": 1.0, "rate": 2.0, "duration_s": None, "prompt_tokens": 512,
-    "output_tokens": 128, "trace": None, "trace_format": "auto", "seed": 0,
-    "speculation_depth": 0, "spec_acceptance": 0.7, "quantization": "fp16", "disaggregate": False,
+    "router": "round_robin", "scheduler": DEFAULT_KNOBS.scheduler, "batch_cap": DEFAULT_KNOBS.batch_cap,
+    "chunk_size": 512, "kv_budget_fraction": DEFAULT_KNOBS.kv_budget_fraction, "rate": 2.0,
+    "duration_s": None, "prompt_tokens": 512, "output_tokens": 128, "trace": None, "trace_format": "auto",
+    "seed": 0,
+    "speculation_depth": DEFAULT_KNOBS.speculation_depth, "spec_acceptance": 0.7,
+    "quantization": DEFAULT_KNOBS.quantization, "disaggregate": False,
     "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
     "results_parquet": None, "prefix_caching": True, "engine_profile": "vllm-v1",
-    "expert_parallel": 1, "kv_cache_dtype": "auto", "cpu_kv_gb": 0.0,
+    "expert_parallel": 1, "kv_cache_dtype": "auto", "cpu_kv_gb": 0.0, "pipeline_parallel": 1,
 }
 POISSON_DEFAULT_DURATION_S = 300.0
 
@@ -124,6 +127,7 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
                            spec_acceptance=float(o["spec_acceptance"]),
                            prefix_caching=bool(o["prefix_caching"]),
                            expert_parallel=int(o["expert_parallel"]),
+                           pipeline_parallel=int(o["pipeline_parallel"]),
                            kv_cache_dtype=str(o["kv_cache_dtype"]), cpu_kv_gb=float(o["cpu_kv_gb"]))
         cc = ClusterConfig(replica=rc, num_replicas=int(o["replicas"]), router=o["router"], tenants=tenants,
                            priority_routing=bool(o["priority_routing"]), disaggregate=bool(o["disaggregate"]),
@@ -229,9 +233,10 @@ def register(app: typer.Typer) -> None:
                                                          "least_kv_load|power_of_two_choices|clairvoyant|"
                                                          "llmd_precise|llmd_approx|sglang_cache_aware|dynamo_kv"),
         scheduler: Optional[str] = typer.Option(None, help="vllm|sarathi|static [vllm]"),
-        batch_cap: Optional[int] = typer.Option(None, help="max running sequences [128]"),
+        batch_cap: Optional[int] = typer.Option(None, help=f"max running sequences [{DEFAULT_KNOBS.batch_cap}]"),
         chunk_size: Optional[int] = typer.Option(None, help="sarathi tokens per iteration [512]"),
-        kv_budget_fraction: Optional[float] = typer.Option(None, help="fraction of free memory for KV [1.0]"),
+        kv_budget_fraction: Optional[float] = typer.Option(
+            None, help=f"fraction of free memory for KV [{DEFAULT_KNOBS.kv_budget_fraction}]"),
         rate: Optional[float] = typer.Option(None, help="Poisson arrivals per second [2.0]"),
         duration_s: Optional[float] = typer.Option(None, help="arrival horizon, s [300; whole trace]"),
         prompt_tokens: Optional[int] = typer.Option(None, help="prompt length of generated requests [512]"),
@@ -241,9 +246,11 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
-        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8 [fp16]"),
+        quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8|mxfp4 [fp16]"),
         expert_parallel: Optional[int] = typer.Option(None, help="expert-parallel degree of a MoE model "
                                                                  "(DP attention ranks) [1]"),
+        pipeline_parallel: Optional[int] = typer.Option(None, help="pipeline stages per replica 1|2|4|8 "
+                                                                   "(layers split, micro-batched) [1]"),
         kv_cache_dtype: Optional[str] = typer.Option(None, help="KV-cache element type auto|fp8 [auto]"),
         cpu_kv_gb: Optional[float] = typer.Option(None, help="host memory per replica for the CPU KV "
                                                              "tier, GB [0: none]"),

@@ -22,6 +22,9 @@ request for request.
 - ``prefix_oracle`` (privileged): the simulator's hindsight prefix router
   (:mod:`inferencegym.sim.oracle_router`): places prefix groups knowing all future arrivals and
   dispatches on true outstanding work and the current caches.
+- ``tier_oracle`` (privileged): ``clairvoyant`` with each replica's exact GPU and CPU-tier cache
+  contents (not the published view), the CPU-tier run charged its reload time (the CPU-tier task's
+  reference).
 - ``clairvoyant_work``: the simulator's clairvoyant router: least outstanding work in tokens
   (remaining prefill + remaining decode, true output lengths).
 - ``clairvoyant``: the upper reference (:class:`EarliestFirstTokenRouter`, written here because the
@@ -61,11 +64,11 @@ ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
                                     "estimated_ttft_affinity",
                                     *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
-                                    "prefix_oracle")
+                                    "prefix_oracle", "tier_oracle")
 REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static")
 CLUSTER_ALIASES: dict[str, str] = {"best_static_knobs": "estimated_ttft+replica_best_static"}
 """Named cluster policies that pair a router with a replica policy."""
-PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle")
+PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle", "tier_oracle")
 """Routers that read what no observation carries (true output lengths; ``prefix_oracle`` also the
 future arrivals and the replicas' current caches): references only, never served to an agent
 (``inferencegym.policies.is_privileged``)."""
@@ -202,6 +205,56 @@ class AffinityEstimatedTTFTRouter(EstimatedTTFTRouter):
     affinity_s = AFFINITY_S
 
 
+class TierOracleRouter(EarliestFirstTokenRouter):
+    """``tier_oracle`` (privileged): ``clairvoyant`` with the replicas' exact cache contents by tier.
+
+    Per allowed replica: the prompt's blocks in its GPU cache now (not as published), then the run
+    after them in its CPU tier now; the first token estimate counts both as not prefilled (true
+    remaining outputs, as ``clairvoyant``) and adds the host-to-GPU reload time of the CPU-tier run.
+    It reads what no router observes (output lengths, unpublished cache state): a reference for the
+    CPU-tier task, never served to an agent."""
+
+    name = "tier_oracle"
+
+    def _chunk_s(self, i: int, rep) -> float:
+        """Time of one full prefill chunk on replica ``i`` (the estimate counts prefill in chunks)."""
+        key = ("chunk", i, rep.cfg.chunk_size)
+        v = self._iter_s.get(key)
+        if v is None:
+            c = max(1, rep.cfg.chunk_size)
+            v = self._iter_s[key] = rep.model.iteration_time_s(((c, 0),))
+        return v
+
+    def act(self, obs: dict, info: dict | None = None) -> int:
+        env = self._env
+        if env is None:
+            raise ValueError(f"router policy {self.name!r} is not bound to a ClusterEnv; call "
+                             "policy.bind(env) (it reads the simulator's state)")
+        req = env.pending_request
+        if req is None:
+            raise ValueError(f"router policy {self.name!r} asked to act but no request is waiting")
+        cluster = env.cluster
+        cluster.sync()
+        h = req.block_hashes
+        best, best_key = -1, None
+        for i in _allowed(obs):
+            rep = cluster.replicas[i]
+            bs = rep.kv.block_size
+            mx = (req.prompt_tokens - 1) // bs
+            gpu = rep.kv.match(h, mx)[0] if h else 0
+            cpu = rep.cpu.match(h, gpu, mx) if (h and rep.cpu is not None and gpu < mx) else 0
+            it_s = self._iteration_s(i, rep)
+            est = first_token_iterations(rep, req.prompt_tokens, expected_output_tokens=None,
+                                         cached_tokens=(gpu + cpu) * bs)
+            if cpu:  # the reload in the estimate's unit: prefill chunks of the replica's chunk size
+                est += rep.cpu.reload_time_s(cpu) / self._chunk_s(i, rep)
+            est *= it_s
+            key = (est, rep.outstanding(), i)
+            if best_key is None or key < best_key:
+                best, best_key = i, key
+        return int(best)
+
+
 class StaticReplica:
     """Keeps the task's initial knobs: returns the replica's current knob indices."""
 
@@ -288,6 +341,8 @@ def get_router_policy(name: str):
         return EarliestFirstTokenRouter()
     if name == "estimated_ttft":
         return EstimatedTTFTRouter()
+    if name == "tier_oracle":
+        return TierOracleRouter()
     if name == "estimated_ttft_affinity":
         return AffinityEstimatedTTFTRouter()
     if name == "clairvoyant_work":

@@ -8,7 +8,9 @@ replica's admission helpers (``head``, ``try_admit``, ``reserve_decode``; typed 
 watermark, preemption and priority live in one place (``replica.py``).
 
 * ``vllm``    prefill-first (vLLM v0): whole prompts up to a token budget; an iteration with
-              prefills runs no decodes (the "generation stall" of a long prompt).
+              prefills runs no decodes (the "generation stall" of a long prompt). With
+              ``num_scheduler_steps`` N > 1 (v0.6 multi-step) a pure-decode batch is a block of N
+              steps and nothing is admitted until it ends.
 * ``sarathi`` chunked prefill (Sarathi-Serve): every iteration carries all decodes plus prompt
               chunks up to ``chunk_size`` tokens in all (stall-free batching).
 * ``static``  request-level batching (FasterTransformer, pre-Orca): a batch is admitted only when
@@ -33,6 +35,13 @@ class VLLMScheduler:
     name = "vllm"
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
+        steps = rep.cfg.num_scheduler_steps
+        if steps > 1 and rep.in_step_block():
+            # multi-step (vLLM v0.6 ``--num-scheduler-steps``): inside a decode block the engine does
+            # not call the scheduler (``LLMEngine.step`` skips it while ``_has_remaining_steps``), so
+            # a waiting prompt is admitted only at the block's end
+            rep.reserve_decode()
+            return [], True
         chunks: list = []
         budget = rep.cfg.max_tokens_per_iter
         if rep.partials_possible:
@@ -56,6 +65,8 @@ class VLLMScheduler:
         if chunks:
             return chunks, False
         rep.reserve_decode()
+        if steps > 1 and rep.running:  # the decodes run a block of ``steps`` steps (a prefill step is one)
+            rep.start_step_block(steps)
         return chunks, True
 
 

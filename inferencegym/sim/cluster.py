@@ -10,7 +10,9 @@ The rest lives beside it: admission and rejection (``Replica.never_fits`` / ``Re
 reported through ``on_reject`` into the :class:`~inferencegym.sim.window_metrics.RunLedger`),
 completion (``replica_advance``), window metrics (``window_metrics.py``), knob physics
 (``knobs.py``), disaggregation and decode placement (``disaggregation.py``), features and the
-results table (``outputs.py``), name checks (``names.py``).
+results table (``outputs.py``), name checks (``names.py``), what the cluster reports
+(``cluster_readout.py``), checks of submitted requests (``submission.py``), several speculative
+iterations per event (``spec_ahead.py``).
 """
 
 from __future__ import annotations
@@ -22,24 +24,25 @@ from typing import Any
 import numpy as np
 
 from .cache_view import PublishedView
+from .cluster_readout import ClusterReadout
 from .config import ClusterConfig
 from .disaggregation import Disaggregation
-from .events import EventQueue
+from .events import EV_ARRIVAL, EV_STEP, EV_TRANSFER, EventQueue
 from .execution import ExecutionModel
 from .knobs import REPLICA_KNOBS, ModelBank, changed_configs, reload_time_s
-from .metrics import WindowStats
 from .names import check_cluster_names
-from .outputs import FEATURE_NAMES, ReplicaFeatures, results_table, write_parquet
-from .replica import IDLE, RUN, Replica
+from .outputs import FEATURE_NAMES, ReplicaFeatures
+from .replica import IDLE, ITER, RUN, Replica
 from .request import Request
 from .router import make_router
-from .window_metrics import RunLedger, collect_window
+from .spec_ahead import advance_spec
+from .submission import check_submitted
+from .window_metrics import RunLedger
 
-EV_STEP, EV_TRANSFER, EV_ARRIVAL = 0, 1, 2
 _REPLICA_KNOBS = REPLICA_KNOBS  # the name older callers import
 
 
-class Cluster:
+class Cluster(ClusterReadout):
     """Event-driven simulator of ``num_replicas`` replicas (see docs/simulator.md).
 
     ``rng`` is the only source of randomness (random routers, speculative acceptance draws);
@@ -66,7 +69,8 @@ class Cluster:
                 model=rc.model, gpu=rc.gpu, tensor_parallel=rc.tensor_parallel,
                 quantization=rc.quantization, gpu_hour_usd=config.gpu_hour_usd,
                 engine_profile=rc.engine_profile, expert_parallel=rc.expert_parallel,
-                kv_cache_dtype=rc.kv_cache_dtype)
+                kv_cache_dtype=rc.kv_cache_dtype, draft_model=rc.draft_model,
+                pipeline_parallel=rc.pipeline_parallel)
         self.base_model = execution_model
         self.models = ModelBank(rc, execution_model, config.gpu_hour_usd)
         self.ledger = RunLedger(config.tenants)
@@ -130,33 +134,9 @@ class Cluster:
     def submit(self, requests: Iterable[Request]) -> None:
         """Add requests; each becomes an arrival event at ``arrival_s`` (>= now). All are validated
         before any is added: a bad request leaves the cluster unchanged."""
-        nt = len(self.config.tenants)
-        bs = self.config.replica.block_size
         requests = list(requests)
-        seen: set[int] = set()
-        for r in requests:
-            if not isinstance(r, Request):
-                raise TypeError(f"submit expects Request objects, got {type(r).__name__}")
-            if not (r.arrival_s >= self.now_s) or math.isinf(r.arrival_s):
-                raise ValueError(f"request {r.req_id}: arrival_s={r.arrival_s} is before the clock "
-                                 f"({self.now_s}) or not finite; submit only future arrivals")
-            if r.prompt_tokens < 1 or r.output_tokens < 1:
-                raise ValueError(f"request {r.req_id}: prompt_tokens and output_tokens must be >= 1, "
-                                 f"got {r.prompt_tokens}, {r.output_tokens}")
-            if not 0 <= r.tenant < nt:
-                raise ValueError(f"request {r.req_id}: tenant {r.tenant} out of range; the config has "
-                                 f"{nt} tenant(s) (indices 0..{nt - 1})")
-            if r.priority not in (0, 1):
-                raise ValueError(f"request {r.req_id}: priority must be 0 or 1, got {r.priority}")
-            h = r.block_hashes
-            if h and (len(h) > r.prompt_tokens // bs or len(set(h)) != len(h)):
-                raise ValueError(f"request {r.req_id}: block_hashes must hold at most one hash per full "
-                                 f"{bs}-token block of the prompt ({r.prompt_tokens // bs}), all distinct "
-                                 f"(chained); got {len(h)} hashes, {len(set(h))} distinct")
-            if r.prefill_target != 0 or r.generated_tokens != 0 or r.replica_id != -1 or id(r) in seen:
-                raise ValueError(f"request {r.req_id} was already submitted or simulated; submit fresh "
-                                 f"Request objects")
-            seen.add(id(r))
+        check_submitted(requests, now_s=self.now_s, n_tenants=len(self.config.tenants),
+                        block_size=self.config.replica.block_size)
         for r in requests:
             r.prefill_target = r.prompt_tokens
             self.requests.append(r)
@@ -186,7 +166,12 @@ class Cluster:
                     ledger.complete(done)
                 for r in handoffs:
                     self._start_transfer(r, rep)
-                self._schedule(rep)
+                end = rep.plan(t)
+                if end is not None:
+                    if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
+                        end = advance_spec(rep, self._ahead_limit(t_s))
+                    if end is not None:
+                        self._push_step(rep, end)
             elif kind == EV_ARRIVAL:
                 r = ev[3]
                 ledger.win_arrivals += 1
@@ -208,6 +193,19 @@ class Cluster:
         if t_s != math.inf:
             self.now_s = t_s
         return None
+
+    def _ahead_limit(self, t_s: float) -> float:
+        """How far a replica may advance on its own from now (``spec_ahead``): up to ``t_s`` and
+        up to the next arrival or transfer (they come after replica steps at an equal time); other
+        replicas' steps do not touch it, except that under disaggregation a step may start a
+        transfer to it, so then up to (before) the next event of any kind."""
+        q = self.events
+        h = q.next_other()
+        if self.disagg.on:
+            top = q.peek()
+            if top is not None and top[1] == EV_STEP:
+                h = math.nextafter(top[0], -math.inf)  # before it: its seq comes first at a tie
+        return h if h < t_s else t_s
 
     def _guarded_until(self, t_s: float):
         """Events due by ``t_s``, refusing (before touching it: no state change) an arrival that
@@ -364,90 +362,3 @@ class Cluster:
             elif rep.state == IDLE:  # its next plan (now) applies the change
                 self._schedule(rep)
         return pauses
-
-    # ------------------------------------------------------------------ state and metrics
-    def sync(self) -> None:
-        """Apply every replica's decode iterations finished by now (bookkeeping only)."""
-        t = self.now_s
-        for rep in self.replicas:
-            if rep.state == RUN:
-                rep.sync(t)
-
-    def check_invariants(self) -> None:
-        """KV blocks: used + free = capacity, never negative, used = sum held; conservation."""
-        for rep in self.replicas:
-            rep.check_invariants()
-        queued = sum(rep.queued() + len(rep.running) for rep in self.replicas)
-        in_heap = sum(1 for e in self.events if e[1] != EV_STEP)
-        pending = 1 if self._pending_decision is not None else 0
-        led = self.ledger
-        total = led.completed + led.rejected + queued + in_heap + pending
-        assert total == led.submitted, (f"conservation: completed {led.completed} + rejected "
-                                        f"{led.rejected} + in system {queued + in_heap + pending} "
-                                        f"!= submitted {led.submitted}")
-
-    def window_stats(self, reset: bool = True) -> WindowStats:
-        """Aggregates since the last reset (or the start)."""
-        self.sync()
-        ws = collect_window(self.replicas, self.config.tenants, self.ledger, self.now_s)
-        if reset:
-            self.ledger.reset_window(self.now_s)
-            for rep in self.replicas:
-                rep.reset_window(self.now_s)
-        return ws
-
-    def closed_window_completions(self) -> tuple[list[Request], list[bool]]:
-        """The requests completed in the window closed by the last ``window_stats(reset=True)``,
-        in completion order, and whether each met its SLO (``slo.meets_slo``, decided once)."""
-        return self.ledger.closed_done, self.ledger.closed_ok
-
-    def run_stats(self) -> WindowStats:
-        """Aggregates over the current window without resetting it (the whole run if never reset)."""
-        return self.window_stats(reset=False)
-
-    # ------------------------------------------------------------------ agent-facing state
-    def replica_features(self) -> np.ndarray:
-        """(N, 8) float32 per-replica state, Vidur-style (names in ``Cluster.FEATURE_NAMES``):
-        queue length, oldest and mean wait of queued requests (s), running sequences, KV occupancy,
-        p90 of the last ``recent_window`` TTFTs and iteration times (s, 0 before any), and the load
-        trend (outstanding requests now minus at the previous call)."""
-        self.sync()
-        return self._features(self.replicas, self.now_s)
-
-    def published(self) -> list:
-        """Every replica's prefix cache and load metrics as last published (what routers see)."""
-        return self.cache_view.get(self)
-
-    def published_cached_tokens(self, replica_id: int, req: Request) -> int:
-        """Prompt tokens of ``req`` cached on ``replica_id`` as last published (what a router may
-        credit; at most ``prompt_tokens - 1``, whole blocks)."""
-        h = req.block_hashes
-        if not h:
-            return 0
-        bs = self.replicas[replica_id].kv.block_size
-        snap = self.published()[replica_id]
-        g, c = snap.prefix_blocks_by_tier(h, (req.prompt_tokens - 1) // bs)
-        return (g + c) * bs  # CPU-tier blocks are reloaded, not recomputed
-
-    def prefix_hit_rate_by_tier(self) -> dict[str, float]:
-        """Since the start: prompt tokens served from each cache tier over prompt tokens looked up
-        at first admission, ``{"gpu": ..., "cpu": ...}`` (NaN before any lookup)."""
-        q = g = c = 0
-        for rep in self.replicas:
-            tq, tg, tc = rep.tier_tokens
-            q += tq
-            g += tg
-            c += tc
-        if not q:
-            return {"gpu": math.nan, "cpu": math.nan}
-        return {"gpu": g / q, "cpu": c / q}
-
-    # ------------------------------------------------------------------ results
-    def results(self) -> dict[str, np.ndarray]:
-        """Per-request table over every submitted request (dict of equal-length numpy arrays),
-        with derived ttft_s, tpot_s, e2e_s, queueing_delay_s, rejected and rejected_reason."""
-        return results_table(self.requests)
-
-    def write_parquet(self, path) -> None:
-        """Write ``results()`` to a Parquet file (pyarrow)."""
-        write_parquet(self.results(), path)

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8")
+QUANTIZATION_TIERS = ("fp16", "int8", "int4", "fp8", "mxfp4")
 """Every weight tier the simulator models (the one definition; labels elsewhere derive)."""
 
 ACTION_QUANTIZATION_TIERS = QUANTIZATION_TIERS[:3]
@@ -94,12 +94,16 @@ class ReplicaConfig:
     tensor_parallel: int = 1
     """GPUs per replica (tensor parallel degree)."""
     quantization: str = DEFAULT_KNOBS.quantization
-    """Weight tier: fp16, int8 (W8A8), int4 (weight-only) or fp8 (W8A8 FP8, Hopper/Ada and later)."""
+    """Weight tier: fp16, int8 (W8A8), int4 (weight-only), fp8 (W8A8 FP8, Hopper/Ada and later) or
+    mxfp4 (MoE experts in MXFP4, the rest BF16: gpt-oss checkpoints)."""
     expert_parallel: int = 1
     """Expert-parallel degree of a mixture-of-experts model: the replica has tensor_parallel x
     expert_parallel GPUs, attention data-parallel across the expert_parallel ranks (1: experts split by TP)."""
     kv_cache_dtype: str = "auto"
     """KV-cache element type: auto (FP16/BF16) or fp8 (half the bytes per token)."""
+    pipeline_parallel: int = 1
+    """Pipeline stages: the replica has tensor_parallel x expert_parallel x pipeline_parallel GPUs, its
+    layers split into consecutive stages, each step cut into micro-batches (``sim/pipeline.py``)."""
     cpu_kv_gb: float = 0.0
     """Host memory per replica for the CPU tier of the prefix cache, GB (0: no CPU tier)."""
     cpu_kv_link_gb_s: float = 25.0
@@ -126,17 +130,33 @@ class ReplicaConfig:
     """Draft tokens proposed per decode step (0 = off, up to 8)."""
     spec_acceptance: float = 0.7
     """Default per-token acceptance rate alpha (a tenant may override it)."""
+    draft_model: str = "default"
+    """Speculative proposer: ``default`` (the model preset's draft model), a draft model preset name,
+    ``ngram`` (prompt lookup) or ``eagle`` (a one-layer EAGLE head); acceptance rates by proposer and
+    workload from the literature: ``inferencegym.sim.spec_acceptance``."""
     host_to_gpu_gb_s: float = 25.0
     """Host-to-GPU bandwidth per GPU used for weight reloads on a quantization switch (PCIe 4.0 x16)."""
     prefix_caching: bool = True
     """Automatic prefix caching (vLLM V1): a request reuses the cached KV blocks of the longest
     prompt prefix (``Request.block_hashes``) on the replica; without block hashes nothing changes."""
+    num_scheduler_steps: int = 1
+    """vLLM V0 multi-step scheduling (v0.6.x ``--num-scheduler-steps``): a pure-decode batch runs as
+    a block of this many steps before the scheduler is called again, so a prompt that arrives
+    mid-block waits for the block's end (``vllm/engine/llm_engine.py`` ``step``: the scheduler is
+    skipped while ``_has_remaining_steps``). 1 = off (every other engine). vLLM allows it only
+    without chunked prefill and speculative decoding (``EngineArgs.create_engine_config``), so
+    > 1 needs ``scheduler="vllm"`` and ``speculation_depth=0``."""
 
     def __post_init__(self) -> None:
         _check(self.tensor_parallel in (1, 2, 4, 8),
                f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
         _check(self.expert_parallel in (1, 2, 4, 8, 16, 32, 64),
                f"expert_parallel must be 1, 2, 4, ..., 64, got {self.expert_parallel}")
+        _check(self.pipeline_parallel in (1, 2, 4, 8),
+               f"pipeline_parallel must be 1, 2, 4 or 8, got {self.pipeline_parallel}")
+        _check(self.pipeline_parallel == 1 or self.speculation_depth == 0,
+               f"speculative decoding with pipeline_parallel={self.pipeline_parallel} is not modelled; "
+               f"set speculation_depth=0 or pipeline_parallel=1")
         _check(self.kv_cache_dtype in ("auto", "fp8"),
                f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
         _check(self.cpu_kv_gb >= 0, f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")
@@ -158,6 +178,13 @@ class ReplicaConfig:
         _check(self.host_to_gpu_gb_s > 0, f"host_to_gpu_gb_s must be > 0, got {self.host_to_gpu_gb_s}")
         _check(isinstance(self.prefix_caching, bool),
                f"prefix_caching must be True or False, got {self.prefix_caching!r}")
+        _check(isinstance(self.num_scheduler_steps, int) and self.num_scheduler_steps >= 1,
+               f"num_scheduler_steps must be an integer >= 1, got {self.num_scheduler_steps!r}")
+        if self.num_scheduler_steps > 1:
+            _check(self.scheduler == "vllm" and self.speculation_depth == 0,
+                   f"num_scheduler_steps={self.num_scheduler_steps} (multi-step) needs scheduler='vllm' and "
+                   f"speculation_depth=0, as in vLLM; got scheduler={self.scheduler!r}, "
+                   f"speculation_depth={self.speculation_depth} (set num_scheduler_steps=1 to use them)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

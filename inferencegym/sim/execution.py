@@ -23,8 +23,13 @@ Per layer and per iteration with ``n`` batched tokens:
   sampling, kernel launches, synchronisation: what kernel profiles miss); an engine with its own
   all-reduce kernel (``vllm-v1``) replaces the NCCL latency where it is lower.
 
-Speculative decoding (depth k): k sequential draft decode passes at batch B (draft model at TP 1 on
-one GPU of the replica), then one target pass verifying k+1 tokens per sequence. Quantization tiers
+Speculative decoding (depth k), by proposer (``from_preset(draft_model=...)``): a draft model, k
+sequential draft decode passes at batch B (TP 1 on one GPU of the replica); ``"eagle"``, k passes of
+a one-layer head of the target's width with the target's LM head, at the target's TP (EAGLE, Li et
+al. 2024); ``"ngram"``, prompt lookup on the CPU, no GPU work (one pass over the sequences at the
+engine's per-sequence rate). Then one target pass verifying k+1 tokens per sequence: one sequence
+with k+1 queries (V1), or by batch expansion into k+1 single-query sequences (vLLM V0 of 2024,
+``EngineParams.spec_batch_expansion``). Quantization tiers
 change the weight bytes, the GEMM compute peak (W8A8) and add dequantisation overhead (W4A16).
 
 The hot path uses plain Python floats and memoises per token count.
@@ -32,6 +37,7 @@ The hot path uses plain Python floats and memoises per token count.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 from inferencegym.sim.calibration_error import calibration_error_for
@@ -48,8 +54,16 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     load_calibration,
     register_gpu_kernel,
 )
-from inferencegym.sim.moe import MoECost
+from inferencegym.sim.moe import MoECost, dequant_weight_factor, moe_kernel_efficiency
+from inferencegym.sim.pipeline import (
+    PP_DEGREES,
+    microbatch_count,
+    p2p_time_s,
+    split_microbatches,
+    step_time_s,
+)
 from inferencegym.sim.presets import (
+    FP8_COMPUTE_EFFICIENCY,
     GIB,
     GPUPreset,
     ModelPreset,
@@ -73,6 +87,10 @@ _VALID_TP = (1, 2, 4, 8)
 _VALID_EP = (1, 2, 4, 8, 16, 32, 64)
 KV_CACHE_DTYPES = ("auto", "fp8")
 _ACT_BYTES = 2.0  # FP16/BF16 activations
+
+
+SPEC_PROPOSERS = ("ngram", "eagle")
+"""Draft-model-free proposers ``from_preset(draft_model=...)`` accepts besides model preset names."""
 
 
 def expected_tokens_per_step(alpha: float, k: int) -> float:
@@ -105,7 +123,7 @@ class ExecutionModel:
         quantization: QuantizationTier,
         kernel: KernelParams,
         engine: EngineParams,
-        draft: ModelPreset | None = None,
+        draft: ModelPreset | str | None = None,
         engine_overhead: bool = True,
         gpu_memory_utilization: float = 0.9,
         max_batched_tokens: int = 8192,
@@ -115,7 +133,11 @@ class ExecutionModel:
         engine_profile: str = "custom",
         expert_parallel: int = 1,
         kv_cache_dtype: str = "auto",
+        pipeline_parallel: int = 1,
     ) -> None:
+        if pipeline_parallel not in PP_DEGREES or pipeline_parallel > model.num_layers:
+            raise ValueError(f"pipeline_parallel must be one of {PP_DEGREES} and at most the "
+                             f"{model.num_layers} layers of {model.name}, got {pipeline_parallel!r}")
         if expert_parallel not in _VALID_EP:
             raise ValueError(f"expert_parallel must be one of {_VALID_EP}, got {expert_parallel!r}")
         if expert_parallel > 1 and not model.is_moe:
@@ -123,6 +145,14 @@ class ExecutionModel:
                              f"{model.name} is dense (use tensor_parallel or more replicas)")
         if kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {kv_cache_dtype!r}")
+        if quantization.experts_only and not model.is_moe:
+            raise ValueError(f"quantization {quantization.name!r} is the expert-weight format of "
+                             f"mixture-of-experts checkpoints (gpt-oss); {model.name} is dense: use int4 "
+                             f"(W4A16) or fp8")
+        if quantization.dequant_instr_per_weight > 0 and gpu.fp4_tflops <= 0 and gpu.cuda_core_tflops <= 0:
+            raise ValueError(f"quantization {quantization.name!r} on {gpu.name} needs the GPU's "
+                             f"cuda_core_tflops (dequantisation rate) or fp4_tflops (native FP4); "
+                             f"the preset gives neither: set one in the GPUPreset")
         if quantization.fp8_compute and gpu.fp8_tflops <= 0:
             raise ValueError(f"quantization 'fp8' needs FP8 tensor cores (Hopper/Ada or later); "
                              f"{gpu.name} has none: use h100-80gb, h200-141gb or l40s-48gb, or int8")
@@ -156,6 +186,9 @@ class ExecutionModel:
         experts spread over all ``tensor_parallel * expert_parallel`` GPUs (1: experts split by TP)."""
         self.kv_cache_dtype = str(kv_cache_dtype)
         """``auto`` (FP16/BF16 KV cache) or ``fp8`` (1 byte per element: half the KV bytes)."""
+        self.pipeline_parallel = int(pipeline_parallel)
+        """Pipeline stages (``sim/pipeline.py``): consecutive layer groups on ``pipeline_parallel``
+        GPU groups, the step cut into micro-batches (1: no pipeline)."""
         self._setup()
 
     # ------------------------------------------------------------------ construction
@@ -174,11 +207,13 @@ class ExecutionModel:
         gpu_hour_usd: float | None = None,
         expert_parallel: int = 1,
         kv_cache_dtype: str = "auto",
+        pipeline_parallel: int = 1,
     ) -> ExecutionModel:
         """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
 
-        ``draft_model``: draft preset for speculative decoding (``"default"``: the model's preset
-        draft; ``None``: no speculation). ``engine_profile``: the serving engine's per-iteration
+        ``draft_model``: the speculative proposer: a draft model preset (``"default"``: the model's
+        preset draft), ``"ngram"`` (prompt lookup), ``"eagle"`` (a one-layer EAGLE head) or ``None``
+        (no speculation). ``engine_profile``: the serving engine's per-iteration
         overhead, one of :data:`ENGINE_PROFILES` (default :data:`DEFAULT_ENGINE_PROFILE`);
         ``engine_overhead=False`` is an alias of ``engine_profile="kernel-only"`` (kernel time only,
         what Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
@@ -189,7 +224,14 @@ class ExecutionModel:
         qt = get_quantization(quantization)
         if draft_model == "default":
             draft_model = mp.draft_model
-        dp = get_model(draft_model) if draft_model else None
+        if draft_model in SPEC_PROPOSERS:
+            dp = draft_model
+        else:
+            try:
+                dp = get_model(draft_model) if draft_model else None
+            except ValueError as e:
+                raise ValueError(f"draft_model must be 'default', a draft model preset, "
+                                 f"{' or '.join(repr(p) for p in SPEC_PROPOSERS)} or None; {e}") from None
         if not engine_overhead:
             if engine_profile not in (None, "kernel-only"):
                 raise ValueError(f"engine_overhead=False means engine_profile='kernel-only', but "
@@ -201,7 +243,8 @@ class ExecutionModel:
                    kernel=kernel, engine=engine, draft=dp, engine_overhead=profile != "kernel-only",
                    gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
                    calibrated=fitted and gp.calibrated, engine_profile=profile,
-                   expert_parallel=expert_parallel, kv_cache_dtype=kv_cache_dtype)
+                   expert_parallel=expert_parallel, kv_cache_dtype=kv_cache_dtype,
+                   pipeline_parallel=pipeline_parallel)
 
     def _replace(self, **kw) -> ExecutionModel:
         args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
@@ -211,7 +254,8 @@ class ExecutionModel:
                     max_batched_tokens=self.max_batched_tokens,
                     gpu_hour_usd=self._gpu_hour_override, calibrated=self.calibrated,
                     check_memory=self._check_memory, engine_profile=self.engine_profile,
-                    expert_parallel=self.expert_parallel, kv_cache_dtype=self.kv_cache_dtype)
+                    expert_parallel=self.expert_parallel, kv_cache_dtype=self.kv_cache_dtype,
+                    pipeline_parallel=self.pipeline_parallel)
         args.update(kw)
         return ExecutionModel(**args)
 
@@ -221,7 +265,8 @@ class ExecutionModel:
 
     def _setup(self) -> None:
         m, g, k, t = self.model, self.gpu, self.kernel, self.tensor_parallel
-        q = self.quantization
+        qx = self.quantization  # the experts' tier; the dense weights' tier is q
+        q = get_quantization("fp16") if qx.experts_only else qx
         d = m.head_dim
         h = m.hidden_size
         self._layers = m.num_layers
@@ -314,33 +359,58 @@ class ExecutionModel:
         self._async = bool(self.engine_overhead and e.async_scheduling)
         self._graph_max = int(e.cudagraph_max_tokens) if self.engine_overhead else 0
         self.frontend_s = float(e.frontend_s) if self.engine_overhead else 0.0
+        self.api_server_per_request_s = float(e.api_server_per_request_s) if self.engine_overhead else 0.0
+        """Per-request API-server work ahead of the engine, served in arrival order (engine profile)."""
         """API-server latency per request (engine profile), added to TTFT and E2E by the replica."""
         # mixture of experts (sim/moe.py)
         self._moe = None
         if m.is_moe:
+            x_wb, x_a_in, x_inv_c, x_wfac = wb, a_in, inv_c, 1.0
+            if qx.experts_only:
+                x_wb, x_wfac = qx.weight_bytes_per_param, 1.0
+                if g.fp4_tflops > 0:  # native FP4 operands, MXFP8 activations: the FP8 MMA rate
+                    x_a_in = 1.0
+                    x_inv_c = 1.0 / (g.fp8_tflops * FP8_COMPUTE_EFFICIENCY * 1e12 * k.gemm_eff_compute)
+                else:  # upconverted to BF16 in the kernel (W4A16)
+                    x_inv_c = qx.gemm_compute_overhead / (self._peak_fp16 * k.gemm_eff_compute)
+                    x_wfac = dequant_weight_factor(
+                        instr_per_weight=qx.dequant_instr_per_weight, weight_bytes=x_wb,
+                        achieved_bytes_per_s=bw * k.gemm_eff_mem,
+                        instr_per_s=g.cuda_core_tflops * 1e12 / 2.0)
             self._moe = MoECost(
                 model=m, gpu=g, tensor_parallel=t, expert_parallel=self.expert_parallel,
-                weight_bytes=wb, act_in_bytes=a_in, inv_c=inv_c,
+                weight_bytes=x_wb, act_in_bytes=x_a_in, inv_c=x_inv_c,
                 inv_c_fp16=1.0 / (self._peak_fp16 * k.gemm_eff_compute), inv_m=inv_m, gemm_p=p,
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
-                a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0])
+                a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
+                weight_time_factor=x_wfac,
+                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel))
         # memory
         lin_params_gpu = sum(kk * nn for kk, nn in gemms)
         attn_params_gpu = sum(kk * nn for kk, nn in gemms[:2])
         emb_params_gpu = m.vocab_size * h / t * (1 if m.tied_embeddings else 2)
         moe_bytes = (m.moe_layers * (attn_params_gpu * wb + self._moe.weight_bytes_gpu)
                      if self._moe else 0.0)
+        # pipeline stages: the largest stage holds ceil(L / P) layers and the embedding or the LM head
+        pp = self.pipeline_parallel
+        self._pp = pp
+        stage_frac = -(-m.num_layers // pp) / m.num_layers
+        emb_gpu = emb_params_gpu if (pp == 1 or m.tied_embeddings) else emb_params_gpu / 2
         self.weight_bytes_per_gpu = float(
-            (m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
-            + m.num_layers * 2 * h * _ACT_BYTES + emb_params_gpu * _ACT_BYTES + h * _ACT_BYTES)
-        self.kv_bytes_per_token = float(m.num_layers * self._kv_bytes_per_token_layer)
+            ((m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
+             + m.num_layers * 2 * h * _ACT_BYTES) * stage_frac + emb_gpu * _ACT_BYTES + h * _ACT_BYTES)
+        self.kv_bytes_per_token = float(m.num_layers * self._kv_bytes_per_token_layer * stage_frac)
+        """KV bytes per token on one GPU (with pipeline stages: its stage's layers)."""
+        self._p2p_lat = k.allreduce(2)[0]
+        self._p2p_bw = g.intra_node_gbytes_per_s * 1e9
+        self._stage_model: ExecutionModel | None = None
         self.activation_reserve_bytes = float(
             GIB + self.max_batched_tokens * (h + qk + 3 * f_g) * _ACT_BYTES)
         free = g.memory_bytes * self.gpu_memory_utilization - self.weight_bytes_per_gpu \
             - self.activation_reserve_bytes
         if free <= 0 and self._check_memory:
             raise ValueError(
-                f"{m.name} ({q.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
+                f"{m.name} ({qx.name}) needs {self.weight_bytes_per_gpu / 1e9:.1f} GB of weights per GPU "
                 f"at tensor_parallel={t}, which with the activation reserve exceeds the "
                 f"{g.memory_gbytes:.0f} GB of {g.name} (x{self.gpu_memory_utilization} usable); "
                 f"use a larger tensor_parallel{' or expert_parallel' if m.is_moe else ''} or a "
@@ -351,7 +421,19 @@ class ExecutionModel:
         self._lm_cache: dict[int, float] = {}
         self._coeff_cache: dict[tuple[int, int], tuple[float, float]] = {}
         self._draft_model: ExecutionModel | None = None
-        if self.draft is not None:
+        self.spec_method = ("draft" if isinstance(self.draft, ModelPreset) else self.draft)
+        """Speculative proposer: ``draft`` (a draft model), ``eagle``, ``ngram`` or None (off)."""
+        self._spec_expand = bool(self.engine_overhead and self.engine.spec_batch_expansion)
+        if self.draft == "eagle":  # one decoder layer of the target's shapes + its LM head, target TP
+            head = dataclasses.replace(m, name=f"{m.name}-eagle-head", num_layers=1, draft_model=None,
+                                       num_experts=0, experts_per_token=0, moe_ffn_size=0)
+            self._draft_model = ExecutionModel(
+                model=head, gpu=self.gpu, tensor_parallel=t,
+                quantization=get_quantization("fp16"), kernel=self.kernel, engine=self.engine,
+                draft=None, engine_overhead=False, gpu_memory_utilization=1.0,
+                max_batched_tokens=1024, gpu_hour_usd=0.0, calibrated=self.calibrated,
+                check_memory=False)
+        elif isinstance(self.draft, ModelPreset):
             self._draft_model = ExecutionModel(
                 model=self.draft, gpu=self.gpu, tensor_parallel=1,
                 quantization=get_quantization("fp16"), kernel=self.kernel, engine=self.engine,
@@ -483,41 +565,85 @@ class ExecutionModel:
         B, kd = int(decode_batch), int(speculation_depth)
         if B < 0 or kd < 0:
             raise ValueError(f"decode_batch and speculation_depth must be >= 0, got {B}, {kd}")
-        if kd > 0 and self._draft_model is None:
+        if kd > 0 and self.spec_method is None:
             raise ValueError(f"speculation_depth={kd} needs a draft model; {self.model.name} was built "
                              f"with draft_model=None")
         if B == 0:
             c = (0.0, 0.0)
+        elif self._pp > 1:  # exact in S: every micro-batch's time is linear in its share of S
+            a = self._pipeline_time((), B, 0, kd)
+            c = (a, self._pipeline_time((), B, 1_000_000, kd) / 1e6 - a / 1e6)
         else:
             q = kd + 1
             ntok = B * q
+            # sequences the target pass sees: B, or B*(k+1) single-query ones under batch expansion
+            # (their per-sequence work repeats; their KV reads hit the copies' shared blocks in L2)
+            nseq = ntok if (kd and self._spec_expand) else B
             kern = self.kernel
             f = 1.0 + self._slow * ntok
             gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
             kern_a = f * (self._token_time(gtok) + self._lm_head_time(ntok)
-                          + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B))
+                          + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nseq))
+            cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+            if kd and self.engine_overhead:  # speculative bookkeeping per sequence (engine profile)
+                cpu += self.engine.spec_per_seq_s * B
             if self._async:  # CPU work overlaps the previous step's kernels (exact while the
-                cpu = self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok  # kernels take longer)
-                a = kern_a if kern_a >= cpu else cpu
+                a = kern_a if kern_a >= cpu else cpu  # kernels take longer)
             else:
-                a = kern_a + self._ovh_fixed + self._ovh_seq * B + self._ovh_tok * ntok
+                a = kern_a + cpu
             b = f * self._layers * self._attn_decode_slope(q)
             if kd > 0:
                 da, db = self._draft_pass_coeffs(B)
-                a += kd * da
-                b += kd * db
+                if self.spec_method == "ngram":  # one lookup pass over the sequences, not k
+                    a += da
+                else:
+                    a += kd * da
+                    b += kd * db
             c = (a, b)
         self._coeff_cache[key] = c
         return c
+
+    def _pipeline_time(self, prefill_chunks, decode_batch: int, decode_context_tokens: float,
+                       speculation_depth: int) -> float:
+        """One engine step with pipeline stages (``sim/pipeline.py``): micro-batches of the step
+        through ``P`` stages, ``max(m, P)`` slots of the slowest stage, the engine's CPU work once."""
+        if speculation_depth:
+            raise ValueError("speculative decoding with pipeline_parallel > 1 is not modelled; "
+                             "use speculation_depth=0 or pipeline_parallel=1")
+        st = self._stage_model
+        if st is None:
+            st = self._stage_model = self._replace(pipeline_parallel=1, engine_overhead=False,
+                                                   check_memory=False, draft=None)
+        P = self._pp
+        nseq = len(prefill_chunks) + decode_batch
+        if nseq == 0:
+            return 0.0
+        m = microbatch_count(nseq, P)
+        stage = []
+        ntok = 0
+        for pf, b, ctx in split_microbatches(prefill_chunks, decode_batch, decode_context_tokens, m):
+            tok = sum(n for n, _c in pf) + b
+            ntok += tok
+            kern = st.iteration_time_s(pf, b, ctx, 0) * (1.0 + self._slow * tok)
+            stage.append(kern / P + p2p_time_s(tok, self.model.hidden_size, self._p2p_bw, self._p2p_lat))
+        t = step_time_s(stage, P, m)
+        cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+        if self._async:
+            return t if t >= cpu else cpu
+        return t + cpu
 
     def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
         draft's own launch overhead (per layer and per sequence; the fixed per-iteration cost, CPU-side
         scheduling and input preparation, is paid once per engine step)."""
+        e = self.engine
+        if self.spec_method == "ngram":  # CPU prompt lookup, per sequence
+            if not self.engine_overhead:
+                return 0.0, 0.0
+            return (e.per_seq_s if e.ngram_per_seq_s is None else e.ngram_per_seq_s) * B, 0.0
         dm = self._draft_model
         assert dm is not None
         a, b = dm.decode_coeffs(B, 0)
-        e = self.engine
         if self.engine_overhead:
             f = 1.0 + self._slow * B
             a = f * a + dm._layers * e.per_layer_s + e.per_seq_s * B
@@ -537,6 +663,8 @@ class ExecutionModel:
         ``decode_batch``: number of decoding sequences; ``decode_context_tokens``: sum of their
         contexts; ``speculation_depth``: draft tokens per decoding sequence (0 = off).
         """
+        if self._pp > 1:
+            return self._pipeline_time(prefill_chunks, decode_batch, decode_context_tokens, speculation_depth)
         if not prefill_chunks:
             a, b = self.decode_coeffs(decode_batch, speculation_depth)
             return a + b * decode_context_tokens
@@ -553,21 +681,26 @@ class ExecutionModel:
         t = (self._token_time(gtok) + self._lm_head_time(len(prefill_chunks) + B * q)
              + L * self._attn_prefill_layer(prefill_chunks))
         if B > 0:
-            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * B
+            nd = B * q if (speculation_depth and self._spec_expand) else B  # batch expansion
+            nseq += nd - B
+            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
                       + self._attn_decode_slope(q) * decode_context_tokens)
+        cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+        if B and speculation_depth and self.engine_overhead:  # speculative bookkeeping per sequence
+            cpu += self.engine.spec_per_seq_s * B
+        t = t * (1.0 + self._slow * ntok)
         if self._async:
-            t = t * (1.0 + self._slow * ntok)
-            cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
             if cpu > t:
                 t = cpu
         else:
-            t = t * (1.0 + self._slow * ntok) + self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
+            t += cpu
         if B > 0:
             if speculation_depth > 0:
-                if self._draft_model is None:
+                if self.spec_method is None:
                     raise ValueError("speculation_depth > 0 needs a draft model")
                 da, db = self._draft_pass_coeffs(B)
-                t += speculation_depth * (da + db * decode_context_tokens)
+                passes = 1 if self.spec_method == "ngram" else speculation_depth
+                t += passes * (da + db * decode_context_tokens)
         return t
 
     def prefill_time_s(self, prompt_tokens: int) -> float:
@@ -625,7 +758,7 @@ class ExecutionModel:
 
     @property
     def gpu_count(self) -> int:
-        return self.tensor_parallel * self.expert_parallel
+        return self.tensor_parallel * self.expert_parallel * self.pipeline_parallel
 
     @property
     def gpu_hour_usd(self) -> float:
@@ -640,6 +773,8 @@ class ExecutionModel:
 
     @property
     def draft_model_name(self) -> str | None:
+        if isinstance(self.draft, str):
+            return self.draft
         return self.draft.name if self.draft else None
 
     def to_dict(self) -> dict:
@@ -649,6 +784,7 @@ class ExecutionModel:
             "gpu": self.gpu.name,
             "tensor_parallel": self.tensor_parallel,
             "expert_parallel": self.expert_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
             "quantization": self.quantization.name,
             "kv_cache_dtype": self.kv_cache_dtype,
             "draft_model": self.draft_model_name,

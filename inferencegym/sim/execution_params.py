@@ -19,9 +19,12 @@ ENGINE_PROFILES = ("vllm-v1", "vllm-v0", "vllm-2023", "kernel-only")
 """Serving-engine overhead profiles (docs/calibration.md): ``vllm-v1`` (today's vLLM: CUDA-graphed
 decode, asynchronous scheduling, its API server; fitted on vLLM's performance-CI latencies and the
 BLIS v0.15 runs), ``vllm-v0`` (the same figures scheduling synchronously, CUDA graphs to batch 256,
-no front end: vLLM's V0 engine of 2024, v0.5-v0.6), ``vllm-2023`` (the 2023 engines measured by
+the API server in the engine's process: vLLM's V0 engine of 2024, v0.5-v0.6; multi-step scheduling
+is ``ReplicaConfig.num_scheduler_steps``), ``vllm-2023`` (the 2023 engines measured by
 SplitwiseSim) and ``kernel-only`` (no overhead: what kernel profiles measure)."""
 DEFAULT_ENGINE_PROFILE = "vllm-v1"
+_V0_API_SERVER_PER_REQUEST_S = 3.0e-3
+"""``vllm-v0``'s ``api_server_per_request_s`` (docs/bench/fidelity.md, "Issue 23: vLLM V0 mechanisms")."""
 
 @dataclass(frozen=True, kw_only=True)
 class KernelParams:
@@ -135,11 +138,47 @@ class EngineParams:
     """Latency of the API server outside the engine steps, per request (HTTP, chat template and
     tokenisation, IPC to the engine core, detokenisation, streaming the token out): added to each
     request's time to first token and end-to-end latency, never to the gaps between tokens."""
+    api_server_per_request_s: float = 0.0
+    """CPU time of the API server per new request (HTTP, request validation, tokenisation,
+    ``add_request``) when it runs in the engine's process and event loop, as vLLM V0 did up to v0.5.x
+    (the OpenAI server and ``AsyncLLMEngine`` shared one Python process; the v0.6.0 blog, "Separating
+    API server and inference engine into different processes", PR #6883): the requests that arrived
+    during an engine step are handled before the next step starts, the GPU waiting, so a burst of N
+    requests holds the engine for N x this time. Inside a multi-step block the work waits for the
+    block's end. (v0.6 moved HTTP and tokenisation out; ``add_request`` stays in the engine's loop.)
+    0: off (a separate front end; its latency is ``frontend_s``)."""
     cudagraph_max_tokens: int = 0
     """Largest CUDA-graph capture size (vLLM ``max_cudagraph_capture_size``): an iteration of
     ``n <= cudagraph_max_tokens`` batched tokens runs its token-dependent kernels (GEMMs,
     elementwise, all-reduce) padded to the next capture size, ``[1, 2, 4] + range(8, 256, 8) +
     range(256, max + 1, 16)`` (``vllm/config/vllm.py`` ``_set_cudagraph_sizes``); 0: no padding."""
+
+    spec_batch_expansion: bool = False
+    """Speculative verification by batch expansion (vLLM V0 of 2024, ``BatchExpansionTop1Scorer`` in
+    ``vllm/spec_decode/batch_expansion.py``, the only scorer up to v0.6.1): each sequence with ``k``
+    draft tokens becomes ``k + 1`` single-query sequences, so the engine's per-sequence work
+    (``per_seq_s``) and the attention's per-sequence term are paid ``k + 1`` times; the copies read
+    the same KV blocks back to back (L2 hits), so the KV bytes are read about once. That split is the
+    one vLLM's measured scoring times support (vllm-project/vllm#5691: Llama-7B, A100, k = 5, batch
+    4-128; ``docs/bench/fidelity.md``). False: one sequence with ``k + 1`` queries (MQA-style
+    scoring, vLLM V1)."""
+
+    spec_per_seq_s: float = 0.0
+    """CPU time per sequence of each speculative step outside the GPU passes and the engine's
+    per-sequence work (proposal bookkeeping, batch expansion and contraction, rejection-sampling
+    outputs). vLLM V0 of 2024 (v0.6) sped up its plain decode path (object cache, asynchronous output
+    processing, multi-step scheduling: the v0.6.0 blog's 1.8-2.7x) but ran speculation without them
+    (``ModelConfig.verify_async_output_proc`` turns async output processing off under speculation;
+    multi-step does not support it), so ``vllm-v0`` charges its speculative steps the per-sequence
+    Python cost of the 2023 engines (``vllm-2023``'s ``per_seq_s``, fitted on SplitwiseSim's measured
+    times): a hypothesis, with its evidence and sensitivity in docs/bench/fidelity.md. 0: none."""
+    ngram_per_seq_s: float | None = None
+    """CPU time of the n-gram (prompt-lookup) proposer per sequence and speculative step; None: the
+    engine's ``per_seq_s`` (vLLM V1's numba proposer, ~20 us a call). vLLM V0 (``NGramWorker.
+    sampler_output``, v0.6.1) loops over the sequences in Python with eager torch ops: a host-to-GPU
+    copy of the token ids, per n-gram size tried a compare / all / max and a blocking ``.item()``, on
+    a match eight more ops building the proposal and its one-hot probabilities, and a zero logprobs
+    tensor: ~15 ops, each at the eager per-op launch cost (``_EAGER_OP_S``)."""
 
     @classmethod
     def from_dict(cls, d: dict) -> EngineParams:
@@ -198,10 +237,26 @@ def engine_params(profile: str) -> EngineParams:
     if profile == "kernel-only":
         return EngineParams(fixed_s=0.0, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=0.0,
                             per_token_s=0.0, kernel_slowdown_per_token=0.0)
-    if profile == "vllm-v0":  # V0 (2024): one process, synchronous steps, graphs up to batch 256
+    if profile == "vllm-v0":  # V0 (2024): one process (API server in the engine's loop), synchronous
+        # steps, graphs up to batch 256
         v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
-        return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256)
+        return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
+                                   api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
+                                   spec_batch_expansion=True, ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),
+                                   spec_per_seq_s=float(load_calibration()["engines"]["vllm-2023"]["per_seq_s"]))
     return EngineParams.from_dict(load_calibration()["engines"][profile])
+
+
+_V0_NGRAM_OPS = 15
+"""Eager torch ops per sequence of vLLM V0's n-gram proposer (see ``EngineParams.ngram_per_seq_s``)."""
+_EAGER_LAYER_OPS = 9
+"""Kernels of one Llama layer run eagerly (2 norms, QKV, RoPE, attention, O, gate-up, SiLU-mul, down)."""
+
+
+def _eager_op_s() -> float:
+    """CPU launch cost of one eager torch op: the ``vllm-2023`` engines (no CUDA graphs) pay
+    ``per_layer_s`` per layer (fitted on SplitwiseSim's measured times) for ``_EAGER_LAYER_OPS`` ops."""
+    return float(load_calibration()["engines"]["vllm-2023"]["per_layer_s"]) / _EAGER_LAYER_OPS
 
 
 _REGISTERED_KERNELS: dict[str, dict] = {}

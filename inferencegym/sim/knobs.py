@@ -21,9 +21,9 @@ REPLICA_KNOBS = ("batch_cap", "kv_budget_fraction", "chunk_size", "speculation_d
 
 def hardware(cfg: ReplicaConfig) -> tuple:
     """Hardware identity of a replica config (model, GPU, tensor and expert parallel, engine
-    profile, KV-cache element type)."""
+    profile, KV-cache element type, pipeline stages)."""
     return (cfg.model, cfg.gpu, cfg.tensor_parallel, cfg.engine_profile, cfg.expert_parallel,
-            cfg.kv_cache_dtype)
+            cfg.kv_cache_dtype, cfg.draft_model, cfg.pipeline_parallel)
 
 
 class ModelBank:
@@ -48,7 +48,8 @@ class ModelBank:
                     model=cfg.model, gpu=cfg.gpu, tensor_parallel=cfg.tensor_parallel,
                     quantization=cfg.quantization, gpu_hour_usd=self.gpu_hour_usd,
                     engine_profile=cfg.engine_profile, expert_parallel=cfg.expert_parallel,
-                    kv_cache_dtype=cfg.kv_cache_dtype)
+                    kv_cache_dtype=cfg.kv_cache_dtype, draft_model=cfg.draft_model,
+                    pipeline_parallel=cfg.pipeline_parallel)
             return m
         m = self._by_quant.get(cfg.quantization)
         if m is None:

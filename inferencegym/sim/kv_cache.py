@@ -16,11 +16,28 @@ The free queue follows vLLM V1's ``FreeKVCacheBlockQueue``: freed blocks go to i
 blocks in reverse order (its last block is evicted first), a cache hit on an evictable block takes it
 out of the queue. Empty (hashless) blocks are kept as counted runs; while no evictable cached block
 exists the queue is not materialised at all, so a workload without block hashes pays nothing.
+
+**Runs of blocks, not blocks.** Block hashes are chained (block ``k``'s hash names tokens
+``0 .. (k+1)*block_size - 1``, as vLLM's do), so a hash names one position in a prefix tree of
+prompts, and the cached blocks form a tree whose edges are *runs* (``_Run``: positions ``lo .. hi-1``
+of one request's hash tuple, one reference count for the whole run, children keyed by their first
+hash). Every request holding cached blocks holds a prefix of the tree and runs are split where a
+holder's prefix ends, so one count per run is exact. The free queue holds whole runs (plus the
+counted empty runs): a run whose last reference goes enters the tail as one entry, deepest run of
+the request first, and eviction takes blocks from the deep end of the run at the front; a cache hit
+takes a run (split at the hit's end) off the queue by invalidating its entry (lazy deletion). The
+cached set is closed under prefixes (a parent is freed with or after its children, so it is evicted
+after them; a hit on a block is a hit on its parents), which is what lets a lookup stop at the first
+run that diverges. Matching, admission, commit and release cost per run (a binary search inside a
+diverging run), not per block; only KV events and CPU-tier spills, when someone listens, touch
+each block. ``tests/sim/test_kv_runs.py`` checks every observable against the per-block reference
+(``tests/kv_reference.py``) on random operation sequences.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
+from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,11 +48,45 @@ class KVCacheError(RuntimeError):
     """An allocation or free that would break the cache's invariants (a simulator bug)."""
 
 
+class _Run:
+    """Cached blocks ``hs[lo:hi]`` (positions ``lo .. hi-1`` of a hash chain), one node of the tree."""
+
+    __slots__ = ("hs", "lo", "hi", "parent", "kids", "ref", "tok")
+
+    def __init__(self, hs: tuple, lo: int, hi: int, parent: "_Run | None", ref: int) -> None:
+        self.hs = hs
+        self.lo = lo
+        self.hi = hi
+        self.parent = parent
+        self.kids: dict = {}
+        """Child runs (starting at position ``hi``) by their first hash."""
+        self.ref = ref
+        """Running requests holding the run (0: evictable, in the free queue)."""
+        self.tok = 0
+        """Token of the run's valid free-queue entry (0: not queued, -1: dropped from the tree)."""
+
+
+def _matched(hashes, run: _Run, end: int) -> int:
+    """Largest ``m <= end`` with ``hashes[:m]`` equal to the run's chain; ``hashes[run.lo]`` equal.
+    Chained hashes: equality at a position implies equality before it (binary search)."""
+    hs = run.hs
+    if hashes[end - 1] == hs[end - 1]:
+        return end
+    a, b = run.lo + 1, end  # hashes[a-1] equal, hashes[b-1] not
+    while b - a > 1:
+        mid = (a + b) >> 1
+        if hashes[mid - 1] == hs[mid - 1]:
+            a = mid
+        else:
+            b = mid
+    return a
+
+
 class KVCache:
     """Block allocator with an LRU prefix cache (see the module docstring)."""
 
     __slots__ = ("block_size", "capacity_blocks", "used_blocks", "watermark_blocks", "prefix_caching",
-                 "ref", "fq", "n_cached", "_anon", "events", "spill")
+                 "root", "fq", "n_cached", "n_ref", "_tok", "events", "spill")
 
     def __init__(self, *, capacity_tokens: int, block_size: int = 16, watermark_fraction: float = 0.01,
                  prefix_caching: bool = True) -> None:
@@ -49,13 +100,16 @@ class KVCache:
         self.used_blocks = 0
         self.watermark_blocks = int(watermark_fraction * self.capacity_blocks)
         self.prefix_caching = bool(prefix_caching)
-        self.ref: dict[int, int] = {}
-        """Referenced cached blocks: hash -> number of running requests holding it (> 0)."""
-        self.fq: OrderedDict = OrderedDict()
-        """Free queue while evictable cached blocks exist: hash -> None, or (k,) -> run of k empty blocks."""
+        self.root = _Run((), 0, 0, None, 1 << 62)
+        """The tree of cached runs (the root holds no block and is never evicted)."""
+        self.fq: deque = deque()
+        """Free queue while evictable cached blocks exist: ``[k]`` (a run of k empty blocks) or
+        ``(run, token)`` (valid while ``run.tok == token``)."""
         self.n_cached = 0
-        """Evictable cached blocks (hashes in ``fq``)."""
-        self._anon = 0
+        """Evictable cached blocks."""
+        self.n_ref = 0
+        """Referenced cached blocks (distinct hashes held by running requests)."""
+        self._tok = 0
         self.events: list | None = None
         """KV events (vLLM's BlockStored / BlockRemoved) since the last read, ``(hash, stored)``;
         None (the default) records nothing. ``publish_events`` turns it on."""
@@ -75,7 +129,13 @@ class KVCache:
     @property
     def cached_blocks(self) -> int:
         """Blocks holding a cached prefix block (referenced or evictable)."""
-        return len(self.ref) + self.n_cached
+        return self.n_ref + self.n_cached
+
+    @property
+    def ref(self) -> dict:
+        """Referenced cached blocks: hash -> number of running requests holding it (O(blocks);
+        tests and checks)."""
+        return {h: run.ref for run in self._runs() if run.ref for h in run.hs[run.lo:run.hi]}
 
     def publish_events(self) -> list:
         """Start recording KV events (if not yet) and return the list they go to (the reader clears it)."""
@@ -85,11 +145,18 @@ class KVCache:
 
     def cached_hashes(self) -> frozenset:
         """Hashes of every cached block (referenced or evictable): what KV events would publish."""
-        return frozenset(self.ref).union(k for k in self.fq if type(k) is not tuple)
+        return frozenset(chain.from_iterable(run.hs[run.lo:run.hi] for run in self._runs()))
 
     def blocks_for(self, tokens: int) -> int:
         """Blocks needed to hold ``tokens`` tokens."""
         return -(-tokens // self.block_size)
+
+    def _runs(self):
+        stack = list(self.root.kids.values())
+        while stack:
+            run = stack.pop()
+            yield run
+            stack.extend(run.kids.values())
 
     # ------------------------------------------------------------------ anonymous blocks
     def allocate(self, n: int) -> None:
@@ -106,66 +173,112 @@ class KVCache:
             raise KVCacheError(f"cannot free {n} blocks: {self.used_blocks} in use")
         self.used_blocks -= n
         if self.n_cached and n:
-            self._anon += 1
-            self.fq[(self._anon,)] = n
+            self.fq.append([n])
 
     def _take(self, n: int) -> None:
         fq = self.fq
         while n:
-            key, v = fq.popitem(last=False)
-            if v is None:  # evict a cached block
-                self.n_cached -= 1
-                n -= 1
+            e = fq[0]
+            if type(e) is list:  # empty blocks
+                k = e[0]
+                if k > n:
+                    e[0] = k - n
+                    break
+                n -= k
+                fq.popleft()
+                continue
+            run, tok = e
+            if run.tok != tok:  # taken off the queue by a hit since (lazy deletion)
+                fq.popleft()
+                continue
+            hi = run.hi
+            k = hi - run.lo
+            if k > n:
+                k = n
+            lo = hi - k  # evict the deep end: the request's last blocks first
+            if self.events is not None or self.spill is not None:
+                gone = run.hs[lo:hi][::-1]
                 if self.events is not None:
-                    self.events.append((key, False))
+                    self.events.extend(zip(gone, repeat(False)))
                 if self.spill is not None:
-                    self.spill(key)
-            elif v > n:
-                fq[key] = v - n
-                fq.move_to_end(key, last=False)
-                n = 0
-            else:
-                n -= v
+                    for h in gone:
+                        self.spill(h)
+            run.hi = lo
+            self.n_cached -= k
+            n -= k
+            if lo == run.lo:  # the whole run is gone (its children went before it)
+                del run.parent.kids[run.hs[lo]]
+                run.tok = -1
+                fq.popleft()
         if not self.n_cached:
             fq.clear()  # only empty runs left: no order to keep
 
+    # ------------------------------------------------------------------ the tree
+    def _split(self, run: _Run, d: int) -> _Run:
+        """Cut ``run`` at position ``d`` (lo < d < hi); returns the new upper part. The lower part
+        keeps the object, so its free-queue entry and children stay valid."""
+        hs = run.hs
+        top = _Run(hs, run.lo, d, run.parent, run.ref)
+        top.kids[hs[d]] = run
+        run.parent.kids[hs[run.lo]] = top
+        run.lo = d
+        run.parent = top
+        return top
+
+    def _path(self, hashes, depth: int) -> list:
+        """The runs holding ``hashes[:depth]``, root first, the last one split to end at ``depth``."""
+        path = []
+        run = self.root
+        pos = 0
+        while pos < depth:
+            nxt = run.kids.get(hashes[pos])
+            if nxt is None or hashes[min(nxt.hi, depth) - 1] != nxt.hs[min(nxt.hi, depth) - 1]:
+                raise KVCacheError(f"block {pos} of the chain is not cached (a read of an evicted block)")
+            if nxt.hi > depth:
+                nxt = self._split(nxt, depth)
+            path.append(nxt)
+            pos = nxt.hi
+            run = nxt
+        return path
+
     # ------------------------------------------------------------------ requests
-    def match(self, hashes: tuple, max_blocks: int) -> tuple[int, int]:
+    def match(self, hashes, max_blocks: int) -> tuple[int, int]:
         """Longest cached run of ``hashes[:max_blocks]``: (blocks hit, of which evictable)."""
-        ref = self.ref
-        fq = self.fq
+        lim = len(hashes)
+        if max_blocks < lim:
+            lim = max_blocks
+        if lim <= 0:
+            return 0, 0
+        run = self.root.kids.get(hashes[0])
         n = ev = 0
-        for h in hashes:
-            if n >= max_blocks:
+        while run is not None:
+            hi = run.hi
+            m = _matched(hashes, run, hi if hi < lim else lim)
+            if not run.ref:
+                ev += m - run.lo
+            n = m
+            if m < hi or m >= lim:
                 break
-            if h not in ref:
-                if h in fq:
-                    ev += 1
-                else:
-                    break
-            n += 1
+            run = run.kids.get(hashes[m])
         return n, ev
 
     def admit(self, r: "Request", blocks: int, hit: int) -> None:
         """Give ``r`` ``blocks`` blocks, the first ``hit`` of them the cached blocks of its prefix."""
         if hit:
-            ref = self.ref
-            fq = self.fq
-            get = ref.get
             taken = 0
-            for h in r.block_hashes[:hit]:
-                c = get(h)
-                if c is None:
-                    del fq[h]  # KeyError here would mean a read of an evicted block
-                    taken += 1
-                    ref[h] = 1
-                else:
-                    ref[h] = c + 1
+            for run in self._path(r.block_hashes, hit):
+                if run.ref:
+                    run.ref += 1
+                else:  # off the free queue
+                    taken += run.hi - run.lo
+                    run.ref = 1
+                    run.tok = 0
             if taken:
                 self.n_cached -= taken
+                self.n_ref += taken
                 self.used_blocks += taken
                 if not self.n_cached:
-                    fq.clear()
+                    self.fq.clear()
         n = blocks - hit
         if n < 0 or n > self.capacity_blocks - self.used_blocks:
             raise KVCacheError(f"cannot allocate {n} blocks: {self.free_blocks} free of {self.capacity_blocks}")
@@ -181,30 +294,51 @@ class KVCache:
         s = r.shared_blocks
         if n_full <= s:
             return
-        ref = self.ref
-        fq = self.fq
-        dup = 0
-        for h in r.block_hashes[s:n_full]:
-            c = ref.get(h)
-            if c is not None:
-                ref[h] = c + 1
-                self.used_blocks -= 1
-                dup += 1
+        hs = r.block_hashes
+        end = self._path(hs, s)[-1] if s else self.root
+        parent = end
+        pos = s
+        dup_ref = dup_fq = 0
+        while pos < n_full:  # blocks another request computed meanwhile: deduplicated
+            nxt = parent.kids.get(hs[pos])
+            if nxt is None:
+                break
+            hi = nxt.hi
+            m = _matched(hs, nxt, hi if hi < n_full else n_full)
+            if m < hi:
+                nxt = self._split(nxt, m)
+            if nxt.ref:
+                nxt.ref += 1
+                dup_ref += m - pos
             else:
-                if h in fq:
-                    del fq[h]
-                    self.n_cached -= 1
-                    dup += 1
-                elif self.events is not None:
-                    self.events.append((h, True))
-                ref[h] = 1
+                nxt.ref = 1
+                nxt.tok = 0
+                dup_fq += m - pos
+            pos = m
+            parent = nxt
+            if m < hi:
+                break
+        if pos < n_full:  # new blocks, named now
+            if (parent is end and end.hs is hs and end.ref == 1 and not end.kids and end.hi == pos
+                    and end is not self.root):
+                end.hi = n_full  # the request's own run grows
+            else:
+                parent.kids[hs[pos]] = _Run(hs, pos, n_full, parent, 1)
+            if self.events is not None:
+                self.events.extend(zip(hs[pos:n_full], repeat(True)))
+            self.n_ref += n_full - pos
+        if dup_ref:
+            self.used_blocks -= dup_ref
+        if dup_fq:
+            self.n_cached -= dup_fq
+            self.n_ref += dup_fq
         r.shared_blocks = n_full
         if self.n_cached:
+            dup = dup_ref + dup_fq
             if dup:
-                self._anon += 1
-                fq[(self._anon,)] = dup
+                self.fq.append([dup])
         else:
-            fq.clear()
+            self.fq.clear()
 
     def release(self, r: "Request") -> None:
         """Free ``r``'s blocks (completion, preemption, hand-off): private ones become empty, cached
@@ -215,34 +349,35 @@ class KVCache:
             raise KVCacheError(f"request {r.req_id}: cannot free {r.kv_blocks} blocks ({s} shared), "
                                f"{self.used_blocks} in use")
         r.kv_blocks = 0
+        fq = self.fq
         if not s:
             self.used_blocks -= priv
             if self.n_cached and priv:
-                self._anon += 1
-                self.fq[(self._anon,)] = priv
+                fq.append([priv])
             return
         r.shared_blocks = 0
-        fq = self.fq
         if not self.n_cached:  # materialise the queue: the empty blocks come first
             e = self.capacity_blocks - self.used_blocks
             if e:
-                self._anon += 1
-                fq[(self._anon,)] = e
+                fq.append([e])
         self.used_blocks -= priv
         if priv:
-            self._anon += 1
-            fq[(self._anon,)] = priv
-        ref = self.ref
+            fq.append([priv])
         freed = 0
-        for h in reversed(r.block_hashes[:s]):
-            c = ref[h]
+        tok = self._tok
+        for run in reversed(self._path(r.block_hashes, s)):
+            c = run.ref
             if c > 1:
-                ref[h] = c - 1
+                run.ref = c - 1
             else:
-                del ref[h]
-                fq[h] = None
-                freed += 1
+                run.ref = 0
+                tok += 1
+                run.tok = tok
+                fq.append((run, tok))
+                freed += run.hi - run.lo
+        self._tok = tok
         self.used_blocks -= freed
+        self.n_ref -= freed
         self.n_cached += freed
         if not self.n_cached:
             fq.clear()
@@ -257,8 +392,14 @@ class KVCache:
         if self.used_blocks > cap:
             raise KVCacheError(f"resize to {cap} blocks with {self.used_blocks} in use")
         if cap != self.capacity_blocks and self.n_cached:
-            if self.events is not None:
-                self.events.extend((k, False) for k in self.fq if type(k) is not tuple)
+            for e in self.fq:
+                if type(e) is list or e[0].tok != e[1]:
+                    continue
+                run = e[0]
+                if self.events is not None:
+                    self.events.extend(zip(run.hs[run.lo:run.hi][::-1], repeat(False)))
+                run.parent.kids.pop(run.hs[run.lo], None)
+                run.tok = -1
             self.fq.clear()
             self.n_cached = 0
         self.capacity_blocks = cap
@@ -277,15 +418,34 @@ class KVCache:
             private += r.kv_blocks - r.shared_blocks
             for h in r.block_hashes[:r.shared_blocks]:
                 refs[h] = refs.get(h, 0) + 1
-        assert refs == self.ref, "reference counts differ from the blocks the running requests hold"
-        assert all(c > 0 for c in self.ref.values()), "a reference count is not positive"
-        assert self.used_blocks == private + len(self.ref), (
-            f"used {self.used_blocks} != private {private} + referenced {len(self.ref)}")
+        ref = self.ref
+        assert refs == ref, "reference counts differ from the blocks the running requests hold"
+        assert len(ref) == self.n_ref, f"{len(ref)} referenced hashes, counter {self.n_ref}"
+        assert self.used_blocks == private + self.n_ref, (
+            f"used {self.used_blocks} != private {private} + referenced {self.n_ref}")
+        # the tree: linked both ways, children start where their parent ends, counts fall with depth,
+        # an evictable run has evictable children only, every hash once
+        evictable = 0
+        seen = 0
+        hashes: set = set()
+        for run in self._runs():
+            assert run.lo < run.hi, "an empty run left in the tree"
+            assert run.parent.kids.get(run.hs[run.lo]) is run, "a run is not its parent's child"
+            assert run.parent is self.root or run.lo == run.parent.hi, "a run does not start where its parent ends"
+            assert run.ref <= run.parent.ref, "a run is held by more requests than its parent"
+            if not run.ref:
+                evictable += run.hi - run.lo
+                assert run.tok > 0, "an evictable run without a free-queue entry"
+            hashes.update(run.hs[run.lo:run.hi])
+            seen += run.hi - run.lo
+        assert len(hashes) == seen, "a hash cached at two places (block hashes must be chained)"
+        assert evictable == self.n_cached, f"{evictable} evictable cached blocks, counter {self.n_cached}"
         if self.n_cached:
-            hashed = [k for k, v in self.fq.items() if v is None]
-            runs = sum(v for v in self.fq.values() if v is not None)
-            assert len(hashed) == self.n_cached, f"{len(hashed)} cached hashes queued, counter {self.n_cached}"
+            runs = sum(e[0] for e in self.fq if type(e) is list)
+            queued = [e[0] for e in self.fq if type(e) is not list and e[0].tok == e[1]]
             assert runs == empty, f"empty runs hold {runs} blocks, expected {empty}"
-            assert not any(h in self.ref for h in hashed), "a referenced block is in the free queue"
+            assert len(set(map(id, queued))) == len(queued), "a run queued twice"
+            assert sum(x.hi - x.lo for x in queued) == self.n_cached, "queued runs differ from the evictable count"
+            assert all(not x.ref for x in queued), "a referenced block is in the free queue"
         else:
             assert not self.fq, "free queue materialised without evictable cached blocks"

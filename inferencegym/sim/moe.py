@@ -42,6 +42,41 @@ direction (deepseek-ai/DeepEP docs/legacy.md)."""
 A2A_RDMA_EFFICIENCY = 43.0 / 50.0
 """DeepEP normal kernels, internode EP16: 43 GB/s of a 400 Gb/s (50 GB/s) CX7 NIC."""
 ACT_BYTES = 2.0
+MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.44, "deepgemm": 1.0}
+"""Compute efficiency of the routed experts' grouped GEMMs relative to the calibrated dense GEMM
+efficiency, by kernel family (``ModelPreset.moe_kernel``). ``triton``: fitted by
+``python -m inferencegym.sim.calibration.moe_fit`` on a published measured MoE layer (vLLM's
+``benchmark_moe.py`` on one H200, BF16, 128 experts top-8, tuned configs, compute-bound rows: vLLM
+pull request #44818) and checked out of sample on another (H100, Qwen3-30B-A3B FP8, pull request
+#24700): Triton's fused MoE gathers scattered token rows per expert and runs far below a dense
+GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
+rows of ``docs/bench/models_memory.md``)."""
+
+
+def moe_kernel_efficiency(kernel: str) -> float:
+    """:data:`MOE_KERNEL_COMPUTE_EFFICIENCY` of ``kernel`` (ValueError listing the families)."""
+    try:
+        return MOE_KERNEL_COMPUTE_EFFICIENCY[kernel]
+    except KeyError:
+        raise ValueError(f"unknown moe_kernel {kernel!r}; valid: "
+                         f"{', '.join(MOE_KERNEL_COMPUTE_EFFICIENCY)}") from None
+
+
+def dequant_weight_factor(*, instr_per_weight: float, weight_bytes: float, achieved_bytes_per_s: float,
+                          instr_per_s: float) -> float:
+    """Slow-down of the weight stream of a GEMM whose weights are upconverted on the CUDA cores.
+
+    A kernel without tensor-core support for the weight format (MXFP4 on Hopper: W4A16) converts
+    every weight element it loads into a BF16 operand, ``instr_per_weight`` CUDA-core instructions
+    each, at the GPU's ``instr_per_s`` (FP32 lanes x clock). When that work does not overlap the
+    loads, the time per weight is ``weight_bytes / achieved_bytes_per_s + instr_per_weight /
+    instr_per_s``, i.e. the memory time times ``1 + instr_per_weight * achieved_bytes_per_s /
+    (weight_bytes * instr_per_s)``. In the compute-bound regime the same work is the tier's
+    ``gemm_compute_overhead``. 1.0 when no conversion is needed.
+    """
+    if instr_per_weight <= 0.0:
+        return 1.0
+    return 1.0 + instr_per_weight * achieved_bytes_per_s / (weight_bytes * instr_per_s)
 
 
 def gpu_imbalance(ranks: int) -> float:
@@ -58,7 +93,8 @@ class MoECost:
     def __init__(self, *, model: ModelPreset, gpu: GPUPreset, tensor_parallel: int,
                  expert_parallel: int, weight_bytes: float, act_in_bytes: float, inv_c: float,
                  inv_c_fp16: float, inv_m: float, gemm_p: float, gemm_floor_s: float,
-                 act_eff_mem: float, elem_floor_s: float, a2a_latency_s: float) -> None:
+                 act_eff_mem: float, elem_floor_s: float, a2a_latency_s: float,
+                 weight_time_factor: float = 1.0, grouped_compute_efficiency: float = 1.0) -> None:
         m, t, ep = model, int(tensor_parallel), int(expert_parallel)
         h, E, k = m.hidden_size, m.num_experts, m.experts_per_token
         self.k, self.E = k, E
@@ -76,10 +112,15 @@ class MoECost:
             self.experts_gpu = E
             f = m.moe_ffn_size // t
             self.pair_share = 1.0
-        # routed experts: per pair (FLOPs and activation bytes) and per active expert (weights)
-        self.up = (2.0 * h * 2 * f * inv_c, h * 2 * f * weight_bytes * inv_m,
+        # routed experts: per pair (FLOPs and activation bytes) and per active expert (weights,
+        # slowed by an in-kernel dequantisation that does not overlap the loads, see
+        # :func:`dequant_weight_factor`)
+        w_inv_m = inv_m * weight_time_factor
+        self.grouped_compute_efficiency = float(grouped_compute_efficiency)
+        g_inv_c = inv_c / grouped_compute_efficiency
+        self.up = (2.0 * h * 2 * f * g_inv_c, h * 2 * f * weight_bytes * w_inv_m,
                    (h * act_in_bytes + 2 * f * ACT_BYTES) * inv_m)
-        self.down = (2.0 * f * h * inv_c, f * h * weight_bytes * inv_m,
+        self.down = (2.0 * f * h * g_inv_c, f * h * weight_bytes * w_inv_m,
                      (f * act_in_bytes + h * ACT_BYTES) * inv_m)
         self.act_per_pair = 3 * f * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
         self.elem_floor = elem_floor_s
@@ -87,9 +128,9 @@ class MoECost:
         self.router = (2.0 * h * E * inv_c_fp16, h * E * ACT_BYTES * inv_m, (h + 2 * E) * ACT_BYTES * inv_m)
         fs = m.num_shared_experts * m.moe_ffn_size // t
         self.shared = fs > 0
-        self.sh_up = (2.0 * h * 2 * fs * inv_c, h * 2 * fs * weight_bytes * inv_m,
+        self.sh_up = (2.0 * h * 2 * fs * inv_c, h * 2 * fs * weight_bytes * w_inv_m,
                       (h * act_in_bytes + 2 * fs * ACT_BYTES) * inv_m)
-        self.sh_down = (2.0 * fs * h * inv_c, fs * h * weight_bytes * inv_m,
+        self.sh_down = (2.0 * fs * h * inv_c, fs * h * weight_bytes * w_inv_m,
                         (fs * act_in_bytes + h * ACT_BYTES) * inv_m)
         self.sh_act = 3 * fs * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
         # all-to-all (expert parallelism only)

@@ -27,6 +27,12 @@ class GPUPreset:
     """Dense INT8 tensor-core peak, TOP/s (used by W8A8 GEMMs)."""
     fp8_tflops: float = 0.0
     """Dense FP8 tensor-core peak, TFLOP/s (0: no FP8 tensor cores, e.g. Ampere; FP8 refused)."""
+    fp4_tflops: float = 0.0
+    """Dense FP4 tensor-core peak, TFLOP/s (Blackwell: MXFP4 operands natively); 0: no FP4 tensor
+    cores, so MXFP4 weights are dequantised to BF16 on the CUDA cores inside the GEMM (Hopper)."""
+    cuda_core_tflops: float = 0.0
+    """Non-tensor FP32 peak, TFLOP/s (datasheet; one FMA = 2 FLOPs): the CUDA-core instruction rate
+    (``cuda_core_tflops / 2`` per second) that dequantises microscaled weights in the kernel."""
     mem_gbytes_per_s: float
     """HBM/GDDR bandwidth, GB/s (1e9 bytes)."""
     memory_gbytes: float
@@ -93,6 +99,11 @@ class ModelPreset:
     """MLA key/value latent rank (0: not MLA); the KV cache holds this latent plus the RoPE key."""
     qk_rope_head_dim: int = 0
     """MLA decoupled RoPE key dimension (shared by all heads, cached beside the latent)."""
+    moe_kernel: str = "triton"
+    """Grouped-GEMM kernel family the serving engines run this checkpoint's experts with on Hopper:
+    ``triton`` (vLLM/SGLang ``fused_moe`` and OpenAI's ``triton_kernels``: Qwen3, gpt-oss) or
+    ``deepgemm`` (DeepSeek's FP8 block-scaled grouped GEMMs); sets the experts' compute efficiency
+    (``moe.MOE_KERNEL_COMPUTE_EFFICIENCY``)."""
     routing_node_limit: int = 0
     """Node-limited routing: a token's experts span at most this many nodes (DeepSeek-V3
     ``topk_group`` 4), so it crosses the network at most this many times; 0: no limit."""
@@ -185,6 +196,12 @@ class QuantizationTier:
     """True for W8A8 (GEMMs run on INT8 tensor cores at ``GPUPreset.int8_tops``)."""
     fp8_compute: bool = False
     """True for FP8 W8A8 (GEMMs on FP8 tensor cores at ``GPUPreset.fp8_tflops``; needs Hopper/Ada+)."""
+    experts_only: bool = False
+    """True when the format covers the MoE expert weights only and attention, router, dense MLPs and
+    embeddings stay BF16 (gpt-oss's MXFP4 checkpoints); refused on dense models."""
+    dequant_instr_per_weight: float = 0.0
+    """CUDA-core instructions per weight element to turn it into a tensor-core operand on a GPU
+    without native support for the format (0: none needed)."""
     compute_efficiency: float = 1.0
     """Compute efficiency of this tier's GEMMs relative to the calibrated FP16 GEMM efficiency
     (FP8: fitted on the measured H200 BF16-vs-FP8 GEMM times, ``calibration.fp8_fit``)."""
@@ -205,14 +222,16 @@ _GPUS: dict[str, GPUPreset] = {
     # NVIDIA A100 SXM4 80GB datasheet: 312 TF FP16 dense, 624 TOPS INT8 dense, 2,039 GB/s HBM2e,
     # NVLink 3 600 GB/s total (300 GB/s per direction); DGX A100: 200 Gb/s HDR IB per GPU.
     "a100-80gb": GPUPreset(
-        name="a100-80gb", fp16_tflops=312.0, int8_tops=624.0, mem_gbytes_per_s=2039.0,
+        name="a100-80gb", fp16_tflops=312.0, int8_tops=624.0,
+        cuda_core_tflops=19.5, mem_gbytes_per_s=2039.0,
         memory_gbytes=80.0, memory_bytes=80 * GIB, intra_node_gbytes_per_s=300.0,
         inter_node_gbytes_per_s=25.0, gpu_hour_usd=1.79, network_profile="a100",
         calibrated=True),
     # NVIDIA H100 SXM5 80GB datasheet: 989 TF FP16, 1,979 TOPS INT8, 1,979 TF FP8 dense, 3.35 TB/s HBM3,
     # NVLink 4 900 GB/s total (450 per direction); DGX H100: 400 Gb/s NDR IB per GPU.
     "h100-80gb": GPUPreset(
-        name="h100-80gb", fp16_tflops=989.4, int8_tops=1978.9, fp8_tflops=1978.9, mem_gbytes_per_s=3350.0,
+        name="h100-80gb", fp16_tflops=989.4, int8_tops=1978.9, fp8_tflops=1978.9,
+        cuda_core_tflops=66.9, mem_gbytes_per_s=3350.0,
         memory_gbytes=80.0, memory_bytes=80 * GIB, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=2.99, network_profile="h100",
         calibrated=True),
@@ -221,21 +240,24 @@ _GPUS: dict[str, GPUPreset] = {
     # as DGX H100. The device reports ~140 GiB (torch total_memory 139.7 GiB on the profiled H200).
     # Price: midpoint of the specialty-cloud on-demand range of May 2026 ($3.50-4.50 per GPU-hour).
     "h200-141gb": GPUPreset(
-        name="h200-141gb", fp16_tflops=989.4, int8_tops=1978.9, fp8_tflops=1978.9, mem_gbytes_per_s=4800.0,
+        name="h200-141gb", fp16_tflops=989.4, int8_tops=1978.9, fp8_tflops=1978.9,
+        cuda_core_tflops=66.9, mem_gbytes_per_s=4800.0,
         memory_gbytes=141.0, memory_bytes=140 * GIB, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=4.00, network_profile="h100",
         calibrated=True),
     # NVIDIA A10 datasheet (the A10G of AWS g5 is the same GA102 part): 125 TF FP16 dense,
     # 250 TOPS INT8 dense, 600 GB/s GDDR6, 24 GB, PCIe Gen4 x16 (~32 GB/s per direction).
     "a10g-24gb": GPUPreset(
-        name="a10g-24gb", fp16_tflops=125.0, int8_tops=250.0, mem_gbytes_per_s=600.0,
+        name="a10g-24gb", fp16_tflops=125.0, int8_tops=250.0,
+        cuda_core_tflops=31.2, mem_gbytes_per_s=600.0,
         memory_gbytes=24.0, memory_bytes=24 * GIB, intra_node_gbytes_per_s=32.0,
         inter_node_gbytes_per_s=12.5, gpu_hour_usd=1.006, network_profile="pcie",
         calibrated=False),
     # NVIDIA L40S datasheet: 362 TF FP16 dense, 733 TOPS INT8 / 733 TF FP8 dense (Ada), 864 GB/s GDDR6, 48 GB,
     # PCIe Gen4 x16, no NVLink.
     "l40s-48gb": GPUPreset(
-        name="l40s-48gb", fp16_tflops=362.0, int8_tops=733.0, fp8_tflops=733.0, mem_gbytes_per_s=864.0,
+        name="l40s-48gb", fp16_tflops=362.0, int8_tops=733.0, fp8_tflops=733.0,
+        cuda_core_tflops=91.6, mem_gbytes_per_s=864.0,
         memory_gbytes=48.0, memory_bytes=48 * GIB, intra_node_gbytes_per_s=32.0,
         inter_node_gbytes_per_s=25.0, gpu_hour_usd=1.861, network_profile="pcie",
         calibrated=False),
@@ -276,7 +298,7 @@ _MODELS: dict[str, ModelPreset] = {
         ffn_size=18432, vocab_size=129280, head_dim_override=128, num_experts=256,
         experts_per_token=8, num_shared_experts=1, moe_ffn_size=2048, dense_layers=3,
         q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, routing_node_limit=4,
-        hf_id="deepseek-ai/DeepSeek-V3"),
+        moe_kernel="deepgemm", hf_id="deepseek-ai/DeepSeek-V3"),
     # Qwen/Qwen3-30B-A3B: 48 layers, hidden 2048, 32 heads / 4 KV heads of head_dim 128, 128 experts
     # (moe_intermediate_size 768), top-8, no shared expert, vocab 151936: 30.5B total, 3.3B active.
     "qwen3-30b-a3b": ModelPreset(
@@ -295,6 +317,12 @@ _MODELS: dict[str, ModelPreset] = {
     "tinyllama-1.1b": ModelPreset(
         name="tinyllama-1.1b", num_layers=22, hidden_size=2048, num_heads=32, num_kv_heads=4,
         ffn_size=5632, vocab_size=32000, hf_id="TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T"),
+    # turboderp/Qwama-0.5B-Instruct: Qwen2-0.5B-Instruct with Llama-3's vocabulary transplanted (the
+    # draft of vLLM's Llama-3-70B speculative-decoding benchmarks, vllm-project/vllm#6964): 24 layers,
+    # hidden 896, 14 heads / 2 KV heads, intermediate 4864, vocab 128256, tied embeddings.
+    "qwama-0.5b": ModelPreset(
+        name="qwama-0.5b", num_layers=24, hidden_size=896, num_heads=14, num_kv_heads=2,
+        ffn_size=4864, vocab_size=128256, tied_embeddings=True, hf_id="turboderp/Qwama-0.5B-Instruct"),
     "llama-3.2-1b": ModelPreset(
         name="llama-3.2-1b", num_layers=16, hidden_size=2048, num_heads=32, num_kv_heads=8,
         ffn_size=8192, vocab_size=128256, tied_embeddings=True, hf_id="meta-llama/Llama-3.2-1B"),
@@ -333,6 +361,21 @@ _QUANT: dict[str, QuantizationTier] = {
         name="int4", weight_bytes_per_param=0.5 + 4.0 / 128.0, int8_compute=False,
         gemm_compute_overhead=1.15, activation_quant_ops=0, quality_delta=0.15,
         description="W4A16 weight-only (AWQ/GPTQ-style, group 128): dequantised in the GEMM."),
+    # MXFP4 (OCP Microscaling Formats v1.0): 4-bit E2M1 elements sharing one 8-bit E8M0 scale per
+    # block of 32, 4 + 8/32 = 4.25 bits per weight; gpt-oss ships its MoE weights so ("quantized to
+    # 4.25 bits per parameter", OpenAI gpt-oss model card, 2025), attention and embeddings in BF16.
+    # On Hopper (no FP4 tensor-core operands: wgmma takes f16/bf16/tf32/e4m3/e5m2/s8, PTX ISA) the
+    # kernel upconverts each weight to BF16 on the CUDA cores (W4A16): the memory-bound decode gains
+    # the bytes, compute does not; see ``sim/moe.py`` for the dequantisation cost. On GPUs with FP4
+    # tensor cores (``GPUPreset.fp4_tflops``, Blackwell) the weights feed the MMA directly with MXFP8
+    # activations (W4A8 at the FP8 rate, no dequantisation). Quality: the released checkpoint is the
+    # MXFP4 one (quantization-aware post-training), no BF16 reference is published: delta 0.
+    "mxfp4": QuantizationTier(
+        name="mxfp4", weight_bytes_per_param=4.25 / 8, int8_compute=False, experts_only=True,
+        dequant_instr_per_weight=2.0, gemm_compute_overhead=1.15, activation_quant_ops=0,
+        quality_delta=0.0,
+        description="MXFP4 MoE experts (4.25 bits, gpt-oss), the rest BF16; dequantised in the kernel "
+                    "on Hopper, native on FP4 tensor cores."),
 }
 
 

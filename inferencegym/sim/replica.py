@@ -1,4 +1,8 @@
-"""A model replica: queues, running batch, KV cache, and the iteration loop.
+"""A model replica: queues, running batch, KV cache, knob changes, and planning the next work.
+
+Admission to the batch (prefix lookup, KV allocation, preemption, decode reservation) is in
+``replica_admission.py``, applying finished work in ``replica_advance.py``: ``Replica`` derives from
+``ReplicaAdmission``, which derives from ``ReplicaAdvance``; each base declares the state it shares.
 
 The replica alternates between *planned work* and its end event (pushed on the cluster's heap):
 
@@ -28,14 +32,14 @@ from .cpu_kv import CPUKVTier
 from .kv_cache import KVCache
 from .metrics import ReplicaWindow
 from .recent import RecentValues
-from .replica_advance import IDLE, ITER, PAUSE, RUN, ReplicaAdvance
+from .replica_admission import ReplicaAdmission
+from .replica_advance import IDLE, ITER, PAUSE, RUN
 
 if TYPE_CHECKING:
     from .config import ReplicaConfig
     from .request import Request
 
 __all__ = ["IDLE", "ITER", "PAUSE", "RUN", "Replica"]
-_isnan = math.isnan
 _INF = math.inf
 
 
@@ -43,7 +47,7 @@ def _reject_unowned(r: "Request", why: str) -> None:
     r.rejected_reason = why
 
 
-class Replica(ReplicaAdvance):
+class Replica(ReplicaAdmission):
     """One engine instance (``tensor_parallel`` GPUs). Created and driven by ``Cluster``."""
 
     def __init__(self, *, replica_id: int, config: "ReplicaConfig", model, rng: np.random.Generator,
@@ -88,6 +92,8 @@ class Replica(ReplicaAdvance):
         self.cutoff = _INF  # dispatch time up to which waiting requests may be scheduled now
         self.blocked = False  # the last scheduling pass left a request waiting for the cutoff
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
+        self.block_end = 0  # multi-step scheduling: the decode block in progress ends at this iteration count
+        self.api_pending = 0  # arrivals the in-process API server has not handled yet (engine profile)
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
@@ -110,11 +116,14 @@ class Replica(ReplicaAdvance):
         self.cfg = cfg
         self.model = model
         self.scheduler = make_scheduler(cfg.scheduler)
+        if cfg.num_scheduler_steps == 1:
+            self.block_end = 0  # multi-step switched off: no block in progress
         self.spec_k = cfg.speculation_depth
         self.lookahead = cfg.speculation_depth + 1
         self.default_alpha = cfg.spec_acceptance
         self.async_sched = bool(getattr(model, "_async", False))
         self.frontend_s = float(getattr(model, "frontend_s", 0.0))
+        self.api_s = float(getattr(model, "api_server_per_request_s", 0.0))
         self.quality = float(model.quality_delta)
         self._coeffs: dict = {}
 
@@ -188,6 +197,8 @@ class Replica(ReplicaAdvance):
         else rejected through ``on_reject`` (the only entry to the queues from outside)."""
         if not self._fits_or_reject(r):
             return False
+        if self.api_s and r.generated_tokens == 0 and r.prefilled_tokens == 0:
+            self.api_pending += 1  # a new request: the API server handles it before the next step
         self.enqueue(r)
         return True
 
@@ -233,147 +244,13 @@ class Replica(ReplicaAdvance):
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.prio_waiting) + len(self.running) + self.inbound
 
-    def try_admit(self, r: "Request", full: bool, budget: int | None = None) -> bool:
-        """Admit the queue head ``r`` if the batch cap and KV (with watermark) allow; a priority
-        request may preempt best-effort ones when priority scheduling is on. With ``budget``, refuse
-        (before any change) when its prefill tokens not found in the prefix cache exceed it."""
-        kv = self.kv
-        transfer = r.prefilled_tokens >= r.prefill_target
-        # prefix cache: at most (prefill_target - 1) tokens are reused (one token is always computed)
-        lookup = r.block_hashes and kv.prefix_caching and not transfer
-        hit = ev = chit = 0
-        if budget is not None:
-            if lookup:
-                hit, ev, chit = self._lookup(r)
-                ht = (hit + chit) * kv.block_size
-                left = r.prefill_target - (ht if ht > r.prefilled_tokens else r.prefilled_tokens)
-            else:
-                left = r.prefill_target - r.prefilled_tokens
-            if left > budget:
-                return False
-        if full:
-            tokens = self.max_kv_tokens(r)
-        elif transfer:  # KV arrived by transfer: decodes at once,
-            mx = self.max_kv_tokens(r)  # so hold its next step's slots too
-            tokens = r.prefill_target + self.lookahead
-            if tokens > mx:
-                tokens = mx
-        else:
-            tokens = r.prefill_target
-        need = -(-tokens // kv.block_size)
-        cap = self.cfg.batch_cap
-        matched = budget is not None  # the lookup above is current
-        while True:
-            if lookup and not matched:  # (again after a priority preemption changed the cache)
-                hit, ev, chit = self._lookup(r)
-            matched = False
-            demand = need - hit + ev  # new blocks plus evictable cached blocks taken off the queue
-            free = kv.capacity_blocks - kv.used_blocks
-            if len(self.running) < cap and (free - demand >= kv.watermark_blocks
-                                            or (not self.running and free >= demand)):
-                break
-            if self.priority_on and r.priority == 1 and not full:
-                victim = None
-                for x in reversed(self.running):
-                    if x.priority == 0:
-                        victim = x
-                        break
-                if victim is not None:
-                    self.preempt(victim)
-                    continue
-            return False
-        if self.prio_waiting and self.prio_waiting[0] is r:
-            self.prio_waiting.popleft()
-        else:
-            self.waiting.popleft()
-        self._kv_advance(self.now)
-        if chit:  # reloaded from the CPU tier (read before the allocation below may spill to it)
-            self.reload_debt_s += self.cpu.reload(r.block_hashes, hit, chit)
-        kv.admit(r, need, hit)
-        if chit:  # the reloaded blocks are new GPU blocks, named at once
-            kv.commit(r, hit + chit)
-        if hit or chit:
-            ht = (hit + chit) * kv.block_size
-            if ht > r.prefilled_tokens:
-                r.prefilled_tokens = ht
-        if transfer:
-            r.kv_tokens = r.prefill_target
-        self.running.append(r)
-        if _isnan(r.first_scheduled_s):
-            r.first_scheduled_s = self.now
-            if not transfer:  # hit statistics count a request's first admission only
-                w = self.win
-                w.prefix_query_tokens += r.prompt_tokens
-                tt = self.tier_tokens
-                tt[0] += r.prompt_tokens
-                if hit or chit:
-                    r.cached_tokens = (hit + chit) * kv.block_size
-                    w.prefix_hit_tokens += r.cached_tokens
-                    tt[1] += hit * kv.block_size
-                    tt[2] += chit * kv.block_size
-        self._kv_peak()
-        return True
+    def in_step_block(self) -> bool:
+        """Multi-step scheduling: a decode block has steps left (the scheduler is not consulted)."""
+        return self.iterations < self.block_end and bool(self.running)
 
-    def _lookup(self, r: "Request") -> tuple[int, int, int]:
-        """Prefix lookup: (GPU blocks hit, of which evictable, CPU-tier blocks worth reloading next)."""
-        kv = self.kv
-        mx = (r.prefill_target - 1) // kv.block_size
-        hit, ev = kv.match(r.block_hashes, mx)
-        cpu = self.cpu
-        if cpu is None or hit >= mx:
-            return hit, ev, 0
-        c = cpu.match(r.block_hashes, hit, mx)
-        if c:  # reload only when cheaper than recomputing those tokens after the GPU hit
-            bs = kv.block_size
-            t, ctx = c * bs, hit * bs
-            m = self.model
-            recompute = m.iteration_time_s(((t, ctx),)) - m.iteration_time_s(((1, ctx + t),))
-            if cpu.reload_time_s(c) >= recompute:
-                c = 0
-        return hit, ev, c
-
-    def preempt(self, r: "Request") -> None:
-        """Recompute preemption (vLLM): free the blocks, requeue at the front."""
-        self.running.remove(r)
-        self._kv_advance(self.now)
-        self.kv.release(r)
-        r.kv_tokens = 0
-        r.prefilled_tokens = 0
-        r.prefill_target = r.prompt_tokens + r.generated_tokens
-        r.preemptions += 1
-        self.win.preemptions += 1
-        self.enqueue(r, front=True)
-
-    def reserve_decode(self) -> None:
-        """Allocate the blocks the decoding sequences need for the next iteration, preempting the
-        most recently admitted running requests while blocks are short."""
-        kv = self.kv
-        bs = kv.block_size
-        la = self.lookahead
-        while True:
-            short = 0
-            grow = None
-            for r in self.running:
-                if r.prefilled_tokens >= r.prefill_target:
-                    rem = r.output_tokens - r.generated_tokens  # never reserve past full length
-                    nb = (r.kv_tokens + (la if la < rem else rem) + bs - 1) // bs
-                    if nb > r.kv_blocks:
-                        short += nb - r.kv_blocks
-                        if grow is None:
-                            grow = [(r, nb)]
-                        else:
-                            grow.append((r, nb))
-            if short == 0:
-                return
-            if short <= kv.capacity_blocks - kv.used_blocks:
-                break
-            self.preempt(self.running[-1])
-            self.preempted_in_plan = True
-        self._kv_advance(self.now)
-        for r, nb in grow:
-            r.kv_blocks = nb
-        kv.allocate(short)  # the blocks counted above, grown in place
-        self._kv_peak()
+    def start_step_block(self, steps: int) -> None:
+        """Multi-step scheduling: the decodes planned now are a block of ``steps`` steps."""
+        self.block_end = self.iterations + steps
 
     # ------------------------------------------------------------------ KV accounting helpers
     def _kv_advance(self, t: float) -> None:
@@ -415,6 +292,14 @@ class Replica(ReplicaAdvance):
             self.cutoff = _INF
             self.state = IDLE
             return None
+        if self.api_pending and not self.in_step_block():
+            # API server in the engine's process (vLLM v0.5): the requests that arrived during the last
+            # step are handled (HTTP, validation, tokenisation, add_request) before the next step runs
+            stall = self.api_pending * self.api_s
+            self.api_pending = 0
+            self.state = PAUSE
+            self.seg_end = now + stall
+            return self.seg_end
         for _ in range(2):
             self.preempted_in_plan = False
             self.blocked = False
@@ -465,6 +350,9 @@ class Replica(ReplicaAdvance):
             if rem < rmin:
                 rmin = rem
         n = rmin if rmin < self.max_run else self.max_run
+        left = self.block_end - self.iterations
+        if left > 0:  # multi-step block: runs to its end whatever completes inside it (vLLM
+            n = left if left < self.max_run else self.max_run  # reports those at the block's end)
         if self.preempted_in_plan or self.blocked:
             # a request was just preempted after the admission pass (vLLM order), or one waits for
             # the next step (asynchronous scheduling): the next iteration may admit differently

@@ -69,6 +69,8 @@ class ReplicaAdvance:
     async_sched: bool
     cutoff: float
     frontend_s: float
+    # multi-step scheduling (vLLM V0 ``--num-scheduler-steps``): the decode block ends at this count
+    block_end: int
 
     def _kv_advance(self, t: float) -> None:  # pragma: no cover - provided by Replica
         raise NotImplementedError
@@ -121,6 +123,7 @@ class ReplicaAdvance:
         bs1 = bs - 1 if final else bs
         extra = 0
         back = 0
+        over = 0  # tokens past a request's end (multi-step blocks only)
         win = self.win
         gaps: dict = {}  # stalled sequences with equal gaps -> one weighted sample
         multi = win.ttbt is not None
@@ -152,10 +155,13 @@ class ReplicaAdvance:
             r.tbt_sum_s += end - lt
             r.last_token_s = end
             g = r.generated_tokens + k
-            r.generated_tokens = g
-            if g >= r.output_tokens:
-                done.append(r)
             kvt = r.kv_tokens + k
+            if g >= r.output_tokens:
+                if g > r.output_tokens:  # multi-step: finished inside the block; still computed
+                    over += g - r.output_tokens  # (its KV slots too) to the block's end
+                    g = r.output_tokens
+                done.append(r)
+            r.generated_tokens = g
             r.kv_tokens = kvt
             nb = (kvt + bs1) // bs
             if nb > r.kv_blocks:
@@ -169,9 +175,11 @@ class ReplicaAdvance:
             self._kv_advance(0.5 * (t0 + end))
             self.kv.allocate(extra)  # grown in place above; the run's plan guarantees they fit
             self._kv_peak()
-        win.tokens_out += B * k
-        win.quality_token_sum += self.quality * B * k
+        win.tokens_out += B * k - over
+        win.quality_token_sum += self.quality * B * k - self.quality * over
         self.iterations += k
+        if done and self.iterations < self.block_end:
+            done = []  # multi-step: requests that finished inside the block leave at its end
         self.recent_iter.append(dl)
         if final and self.async_sched:  # the next step was fixed when the last one started
             self.cutoff = end - dl
@@ -287,38 +295,54 @@ class ReplicaAdvance:
         replica's Generator produces in blocks (cheap per draw, still one seeded stream)."""
         k = self.spec_k
         kmax = k + 1
-        ta = self.tenant_alpha
+        log = math.log
+        # per tenant: log(alpha) (< 0) for a draw, or the accepted count when alpha is 0 or 1
         da = self.default_alpha
+        lat = []
+        for x in self.tenant_alpha:
+            a = da if x is None else x
+            lat.append(1 if a <= 0.0 else (kmax if a >= 1.0 else log(a)))
+        nta = len(lat)
+        ldef = 1 if da <= 0.0 else (kmax if da >= 1.0 else log(da))
         win = self.win
-        add = win.add_tbt
+        rec = win.tbt
+        d0a, sta, na, wa = rec.d0.append, rec.step.append, rec.n.append, rec.w.append
+        ttbt = win.ttbt  # (add_tbt's records, inline: one call per sequence was most of the step)
         buf = self._ubuf
         ui = self._ui
-        log = math.log
         toks = 0
         acc = 0
         for r in decodes:
-            x = ta[r.tenant] if r.tenant < len(ta) else None
-            a = da if x is None else x
-            if a <= 0.0:
-                j = 1
-            elif a >= 1.0:
-                j = kmax
-            else:
+            t = r.tenant
+            lg = lat[t] if t < nta else ldef
+            if lg < 0:
                 if ui >= len(buf):
                     buf = self._ubuf = self.rng.random(4096).tolist()
                     ui = 0
                 u = 1.0 - buf[ui]  # in (0, 1]
                 ui += 1
-                j = int(log(u) / log(a)) + 1
+                j = int(log(u) / lg) + 1
                 if j > kmax:
                     j = kmax
+            else:
+                j = lg
             acc += j - 1
             n = r.output_tokens - r.generated_tokens
             if j < n:
                 n = j
             gap = now - r.last_token_s
             per = gap / n
-            add(per, 0.0, 1, float(n), r.tenant)
+            fn = float(n)
+            d0a(per)
+            sta(0.0)
+            na(1)
+            wa(fn)
+            if ttbt is not None and t >= 0:
+                tr = ttbt[t]
+                tr.d0.append(per)
+                tr.step.append(0.0)
+                tr.n.append(1)
+                tr.w.append(fn)
             if per > r.tbt_max_s:
                 r.tbt_max_s = per
             r.tbt_sum_s += gap

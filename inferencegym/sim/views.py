@@ -168,3 +168,11 @@ class BatchingReplicaView(Protocol):
     def reserve_decode(self) -> None:
         """Reserve the next decode token's KV for every decoding request (preempting if needed)."""
         ...
+
+    def in_step_block(self) -> bool:
+        """Multi-step scheduling: whether a decode block started by ``start_step_block`` has steps left."""
+        ...
+
+    def start_step_block(self, steps: int) -> None:
+        """Multi-step scheduling: the decodes planned now start a block of ``steps`` steps."""
+        ...

@@ -15,7 +15,7 @@ import numpy as np
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 from inferencegym.tasks.episode_workload import EpisodeWorkload, generate_episode_workload
 from inferencegym.tasks.spec import ReplicaKnobs, TaskSpec
-from inferencegym.workload.hashchain import sim_block_hashes
+from inferencegym.workload.hashchain import sim_block_hashes_many
 
 __all__ = ["tenant_specs", "replica_hardware", "replica_configs", "cluster_config", "make_cluster",
            "requests_from_workload", "build_requests"]
@@ -79,12 +79,12 @@ def requests_from_workload(w: EpisodeWorkload, lo: int = 0, hi: int | None = Non
     if w.hash_ids is None:
         return [Request(req_id=first_id + i, arrival_s=a[i], prompt_tokens=p[i], output_tokens=o[i],
                         tenant=ten[i], priority=pr[i]) for i in range(len(a)) if a[i] <= until_s]
+    keep = [i for i in range(len(a)) if a[i] <= until_s]
     chains = w.hash_ids[lo:hi]
+    hs = sim_block_hashes_many([chains[i] for i in keep], [p[i] for i in keep],
+                               trace_block_tokens=w.hash_block_tokens, sim_block_tokens=block_tokens)
     return [Request(req_id=first_id + i, arrival_s=a[i], prompt_tokens=p[i], output_tokens=o[i],
-                    tenant=ten[i], priority=pr[i],
-                    block_hashes=sim_block_hashes(chains[i], p[i], trace_block_tokens=w.hash_block_tokens,
-                                                  sim_block_tokens=block_tokens))
-            for i in range(len(a)) if a[i] <= until_s]
+                    tenant=ten[i], priority=pr[i], block_hashes=h) for i, h in zip(keep, hs)]
 
 
 def build_requests(task: TaskSpec, duration_s: float, rng: np.random.Generator) -> list[Request]:

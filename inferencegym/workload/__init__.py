@@ -14,7 +14,7 @@ need them.
 
 from .adversarial import inject_mega_prompts, jitter, mega_prompt_mask
 from .fit import DEFAULT_FITS, WorkloadFit, default_fit, fit_workload, generate, length_sampler
-from .hashchain import HashChainError, sim_block_hashes
+from .hashchain import HashChainError, sim_block_hashes, sim_block_hashes_many
 from .loaders import FORMATS, TraceFormatError, detect_format
 from .pool import pool_metadata, prepare, read_pool, write_pool
 from .prefix_gen import (
@@ -36,6 +36,6 @@ __all__ = ["Workload", "load_trace", "load_any", "detect_format", "TraceFormatEr
            "WorkloadFit", "fit_workload", "generate", "default_fit", "length_sampler", "DEFAULT_FITS",
            "trace_stats", "compare", "detect_spikes", "Spike",
            "jitter", "inject_mega_prompts", "mega_prompt_mask", "Tenant", "TenantMix",
-           "sim_block_hashes", "HashChainError", "load_prefix_trace", "PREFIX_FORMATS", "prefix_stats",
+           "sim_block_hashes", "sim_block_hashes_many", "HashChainError", "load_prefix_trace", "PREFIX_FORMATS", "prefix_stats",
            "PrefixWorkloadSpec", "generate_prefix_workload", "generate_prefix_mix", "default_prefix_spec",
            "PREFIX_FITS"]

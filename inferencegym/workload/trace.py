@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from inferencegym.sim.request import Request
-from inferencegym.workload.hashchain import check_chain, sim_block_hashes
+from inferencegym.workload.hashchain import check_chain, sim_block_hashes_many
 
 __all__ = ["Workload"]
 
@@ -299,11 +299,9 @@ class Workload:
                             tenant=t[k], priority=q[k]) for k in range(len(a))]
 
         B = self.hash_block_tokens
-        h = self.hash_ids[idx]
+        hs = sim_block_hashes_many(self.hash_ids[idx], p, trace_block_tokens=B, sim_block_tokens=block_size)
         return [Request(req_id=first_id + k, arrival_s=a[k], prompt_tokens=p[k], output_tokens=o[k],
-                        tenant=t[k], priority=q[k],
-                        block_hashes=sim_block_hashes(h[k], p[k], trace_block_tokens=B,
-                                                      sim_block_tokens=block_size))
+                        tenant=t[k], priority=q[k], block_hashes=hs[k])
                 for k in range(len(a))]
 
     @property

@@ -16,11 +16,11 @@ import pytest
 from websockets.sync.client import connect
 
 from fakes.live import live_server
-from inferencegym.apps.env_server import app as server_app
 from inferencegym.apps.env_server import episodes
 from inferencegym.apps.env_server.app import build_app, uvicorn_options
 from inferencegym.apps.http_security import HTTPLimits, json_safe
 from inferencegym.apps.json_guard import JSONGuardError, parse_json
+from inferencegym.envs.verifier import ReplayError
 from inferencegym.apps.peers import UNTRUSTED_FORWARDED, client_key, parse_proxies
 
 JSON = {"content-type": "application/json"}
@@ -150,7 +150,7 @@ def test_baseline_and_grader_floods_do_not_starve_reset_and_step(monkeypatch):
 
     def slow_replay(task_id, seed, actions):
         time.sleep(0.5)
-        raise server_app.ReplayError("replayed")
+        raise ReplayError("replayed")
 
     monkeypatch.setattr(episodes, "run_baseline_episode", slow_episode)
     monkeypatch.setattr(episodes, "replay_grade", slow_replay)

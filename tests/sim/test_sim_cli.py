@@ -94,3 +94,14 @@ def test_table_output():
     res = runner.invoke(app, ["simulate", "--rate", "2", "--duration-s", "5"])
     assert res.exit_code == 0, res.output
     assert "ttft_s p50/p90/p99" in res.output and "requests_completed" in res.output
+
+
+def test_replica_knob_defaults_are_the_one_vocabulary():
+    """Without flags, ``simulate`` runs ``DEFAULT_KNOBS`` (vLLM's max_num_seqs 256, KV 0.9), the
+    defaults every task, action and ``ReplicaConfig()`` start from (it had its own 128 / 1.0)."""
+    from inferencegym.sim.config import DEFAULT_KNOBS
+
+    cfg = _json(["--rate", "1", "--duration-s", "5", "--output-tokens", "8"])["config"]["replica"]
+    assert cfg["batch_cap"] == DEFAULT_KNOBS.batch_cap == 256
+    assert cfg["kv_budget_fraction"] == DEFAULT_KNOBS.kv_budget_fraction == 0.9
+    assert cfg["scheduler"] == DEFAULT_KNOBS.scheduler and cfg["quantization"] == DEFAULT_KNOBS.quantization

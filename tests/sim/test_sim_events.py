@@ -67,8 +67,10 @@ def test_cluster_window_reset_goes_through_the_replica():
     assert cl.run_stats().output_tokens == 0  # the new window starts empty
 
 
-def test_replica_fulfils_the_declared_state_contract_of_its_base():
-    """``ReplicaAdvance`` declares the state it shares with ``Replica``; a replica has all of it."""
+def test_replica_fulfils_the_declared_state_contract_of_its_bases():
+    """``ReplicaAdvance`` and ``ReplicaAdmission`` declare the state they share with ``Replica``;
+    a replica has all of it, and provides the methods they leave to it."""
+    from inferencegym.sim.replica_admission import ReplicaAdmission
     from inferencegym.sim.replica_advance import ReplicaAdvance
 
     cl = Cluster(cfg(num_replicas=1), np.random.default_rng(0))
@@ -78,3 +80,38 @@ def test_replica_fulfils_the_declared_state_contract_of_its_base():
     missing = [a for a in declared if not hasattr(rep, a)]
     assert not missing, f"Replica does not set {missing}"
     assert type(rep)._kv_advance is not ReplicaAdvance._kv_advance
+    admission = ReplicaAdmission.__annotations__
+    assert len(admission) >= 10
+    missing = [a for a in admission if not hasattr(rep, a)]
+    assert not missing, f"Replica does not set {missing}"
+    assert type(rep).max_kv_tokens is not ReplicaAdmission.max_kv_tokens
+    assert type(rep).enqueue is not ReplicaAdmission.enqueue
+
+
+def test_cluster_fulfils_the_declared_state_contract_of_its_readout_base():
+    """``ClusterReadout`` declares the state it reads from ``Cluster``; a cluster has all of it."""
+    from inferencegym.sim.cluster_readout import ClusterReadout
+
+    cl = Cluster(cfg(num_replicas=2), np.random.default_rng(0))
+    declared = ClusterReadout.__annotations__
+    assert len(declared) >= 8
+    missing = [a for a in declared if not hasattr(cl, a)]
+    assert not missing, f"Cluster does not set {missing}"
+
+
+def test_event_queue_tracks_the_next_arrival_or_transfer_past_replica_steps():
+    """``next_other`` is the earliest queued event of priority > 0, kept through pops."""
+    import math
+
+    from inferencegym.sim.events import EV_ARRIVAL, EV_STEP, EV_TRANSFER, EventQueue
+
+    q = EventQueue()
+    assert q.next_other() == math.inf
+    q.schedule(1.0, EV_STEP, 0)
+    q.schedule(3.0, EV_ARRIVAL, "a")
+    q.schedule(2.0, EV_TRANSFER, "t")
+    q.schedule(2.0, EV_STEP, 1)
+    assert q.next_other() == 2.0
+    assert [e[1] for e in q.until(2.0)] == [EV_STEP, EV_STEP, EV_TRANSFER]
+    assert q.next_other() == 3.0
+    assert q.pop()[3] == "a" and q.next_other() == math.inf

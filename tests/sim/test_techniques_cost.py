@@ -111,9 +111,9 @@ def test_int4_halves_end_to_end_decode_step_at_batch_1():
 
 @pytest.mark.parametrize("model,gpu,tp", [("llama-2-7b", "a100-80gb", 1), ("llama-2-70b", "h100-80gb", 4)])
 def test_quantization_tiers_order(model, gpu, tp):
-    # the integer tiers against FP16 (FP8 needs Hopper; its order is checked in tests/sim/test_moe_fp8.py)
+    # the integer tiers against FP16 (FP8 needs Hopper, MXFP4 a MoE model: tests/sim/test_moe_fp8.py, test_mxfp4.py)
     m = {q: ExecutionModel.from_preset(model=model, gpu=gpu, tensor_parallel=tp, quantization=q)
-         for q in list_quantizations() if q != "fp8"}
+         for q in list_quantizations() if q not in ("fp8", "mxfp4")}
     # memory: weights shrink, KV capacity grows
     assert m["fp16"].weight_bytes_per_gpu > m["int8"].weight_bytes_per_gpu > m["int4"].weight_bytes_per_gpu
     assert m["int4"].kv_capacity_tokens() > m["int8"].kv_capacity_tokens() > m["fp16"].kv_capacity_tokens()

@@ -15,9 +15,9 @@ every published curve; the replayed lengths add up to the files' token totals); 
 curves grow in the same direction; and the error bounds that hold for the rows in scope of what the
 simulator models (TPOT of the multi-step and V1 engines, TPOT of the bursts of >= 80, E2E of every
 burst), and the V1 engine's TTFT (asynchronous scheduling and its front end, issue 23). The V0 rows
-replay ``vllm-v0`` (synchronous steps). Out of scope, asserted only by sign and a loose bound: the V0
-TTFT (vLLM v0.5.4's in-process API server admits a burst through one Python process; v0.6.0's
-10-step blocks make a new prompt wait; neither is simulated).
+replay ``vllm-v0``: synchronous steps, the API server in the engine's process (v0.5.4 admits a burst
+through one Python process; its per-request time is fitted on the 8B H100 bursts) and multi-step
+scheduling for v0.6.0 (a new prompt waits for the running 10-step block), issue 23.
 """
 
 from __future__ import annotations
@@ -126,13 +126,11 @@ def test_vllm_v1_error_bounds_on_the_rows_in_scope(bench, recs):
     for row in bench.ROWS:
         r = _rec(recs, row, "vllm-v1")
         if row.source == "sglang-vllm060":
-            # decode of vLLM 0.6 with multi-step scheduling (CPU overhead amortised, as in V1):
-            # TP1 within 2 %; TP4 12-14 % fast since `vllm-v1`'s all-reduce is fitted on V1 (0.15)
-            # runs, faster than v0.6's
-            assert abs(r["tpot_ms_err_pct"]) <= (5.0 if row.tp == 1 else 15.0), r
-            # TTFT misses the multi-step wait; with the analytic wait added it is within 30 %
-            assert r["ttft_ms_err_pct"] < -50.0, r
-            assert abs(r["ttft_ms_multistep_est_err_pct"]) <= 30.0, r
+            # vLLM 0.6 with multi-step scheduling (10-step blocks; `vllm-v0`'s per-step figure)
+            assert abs(r["tpot_ms_err_pct"]) <= 10.0, r
+            # the wait for the running block is simulated: TP1 within 20 %; TP4 30-35 % short
+            # (docs/bench/fidelity.md, "Issue 23: vLLM V0 mechanisms")
+            assert abs(r["ttft_ms_err_pct"]) <= (20.0 if row.tp == 1 else 40.0), r
         elif row.source == "do-vllm0141":
             # vLLM V1 on H200 (the engine `vllm-v1` stands for), FP8 weights as the int8 tier:
             # +8..+10% over seeds 0-4
@@ -143,8 +141,16 @@ def test_vllm_v1_error_bounds_on_the_rows_in_scope(bench, recs):
             assert abs(r["e2e_ms_err_pct"]) <= 20.0, r  # every burst, exact per-request lengths
             if row.num_prompts >= 80:
                 assert abs(r["tpot_ms_err_pct"]) <= 16.0, r
-            # the in-process API server of v0.5.4 (burst admission) is not modelled: TTFT is low
-            assert -60.0 <= r["ttft_ms_err_pct"] < 0.0, r
+            # the in-process API server of v0.5.4 admits the burst (fitted on the 8B H100 bursts)
+            fit = (row.model, row.gpu) == ("llama-3-8b", "h100-80gb")
+            assert abs(r["ttft_ms_err_pct"]) <= (12.0 if fit else 25.0), r
+
+
+def test_issue_23_goal_published_load_points(bench, recs):
+    """TTFT within 20 % on at least 12 of the 16 points, TPOT within 15 % on at least 14."""
+    errs = [_rec(recs, row, "vllm-v1") for row in bench.ROWS]
+    assert sum(abs(r["ttft_ms_err_pct"]) <= 20.0 for r in errs) >= 12
+    assert sum(abs(r["tpot_ms_err_pct"]) <= 15.0 for r in errs) >= 14
 
 
 def test_vllm_v1_is_closer_than_the_2023_engine_where_batches_are_large(bench, recs):

@@ -82,3 +82,26 @@ def test_capacity_constant_matches_the_simulator():
     spec = get_task(TASK)
     vals = [measure_capacity_rps(spec, "h100-80gb", 1, seed=s, duration_s=60.0) for s in range(3)]
     assert statistics.median(vals) == pytest.approx(spec.cluster.capacity_rps[0], rel=0.15)
+
+
+def test_tier_oracle_is_a_privileged_reference_that_runs_and_is_deterministic():
+    from inferencegym.policies.routers import PRIVILEGED_ROUTERS, TierOracleRouter, get_router_policy
+
+    assert "tier_oracle" in PRIVILEGED_ROUTERS
+    assert isinstance(get_router_policy("tier_oracle"), TierOracleRouter)
+    a = run_cluster_episode(_short(), "tier_oracle", 3)[1]
+    b = run_cluster_episode(_short(), "tier_oracle", 3)[1]
+    assert a["prefix_hit_rate_by_tier"] == b["prefix_hit_rate_by_tier"]
+    assert a["prefix_hit_rate_by_tier"]["cpu"] > 0.0  # it places requests where the host tier holds them
+
+
+def test_hindsight_best_bounds_every_router_per_seed():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "cpu_kv_task_table.py"
+    spec = importlib.util.spec_from_file_location("cpu_kv_task_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    by = {"a": {"grade": [0.1, 0.5, 0.3]}, "b": {"grade": [0.2, 0.4, 0.3]}}
+    assert mod.hindsight_best(by) == pytest.approx([0.2, 0.5, 0.3])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from inferencegym.workload import Workload
-from inferencegym.workload.hashchain import HashChainError, check_chain, sim_block_hashes
+from inferencegym.workload.hashchain import HashChainError, check_chain, sim_block_hashes, sim_block_hashes_many
 
 
 def test_same_prefix_same_hashes_and_divergence_changes_every_later_block():
@@ -100,3 +100,20 @@ def test_workload_carries_chains_through_sort_window_merge_and_to_requests():
     assert plain.to_requests()[0].block_hashes == ()
     with pytest.raises(ValueError, match="different block sizes"):
         Workload.merge([w, Workload.from_arrays([0.0], [16], [1], hash_ids=[[1]], hash_block_tokens=16)])
+
+
+@pytest.mark.parametrize("trace_block,sim_block", [(512, 16), (16, 16), (64, 24), (7, 16)])
+def test_batched_hashes_equal_the_per_prompt_ones(trace_block, sim_block):
+    rng = np.random.default_rng(trace_block + sim_block)
+    chains, prompts = [], []
+    for _ in range(300):
+        m = int(rng.integers(0, 9))
+        ids = rng.integers(0, 2**62, size=m) if rng.random() < 0.5 else rng.integers(0, 5, size=m)
+        prompt = int(rng.integers(max(1, (m - 1) * trace_block + 1), m * trace_block + 2 * trace_block + 2))
+        chains.append(ids.astype(np.int64))
+        prompts.append(prompt if rng.random() < 0.95 else 0)
+    got = sim_block_hashes_many(chains, prompts, trace_block_tokens=trace_block, sim_block_tokens=sim_block)
+    want = [sim_block_hashes(c, p, trace_block_tokens=trace_block, sim_block_tokens=sim_block)
+            for c, p in zip(chains, prompts)]
+    assert got == want and sum(map(len, got)) > 100
+    assert all(type(h) is tuple and all(type(x) is int for x in h) for h in got)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 from importlib import resources
 from typing import Any
@@ -38,8 +37,14 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.env_server.types import ConcurrencyConfig
 
+from inferencegym.apps.env_server import episodes
+from inferencegym.apps.env_server.bodies import (
+    MAX_GRADER_ACTIONS,  # noqa: F401  (re-exported: docs/threat_model.md names it here)
+    ResetBody,
+    StepBody,
+    validate_ws_frame,
+)
 from inferencegym.apps.env_server.environment import (
-    DEFAULT_TASK_ID,
     ENV_NAME,
     EpisodeOverError,
     InferenceGymAction,
@@ -49,49 +54,24 @@ from inferencegym.apps.env_server.environment import (
     InvalidActionError,
     NotResetError,
     single_task_ids,
-    to_serve_action,
 )
-from inferencegym.apps.env_server.bodies import (
-    MAX_GRADER_ACTIONS,  # noqa: F401  (re-exported: docs/threat_model.md names it here)
-    GraderBody,
-    ResetBody,
-    StepBody,
-    SuggestBody,
-    validate_ws_frame,
+from inferencegym.apps.env_server.grading import (  # noqa: F401  (re-exported names)
+    BASELINE_POLICIES,
+    MAX_BASELINE_EPISODES,
+    add_grading_routes,
 )
-from inferencegym.apps.env_server import episodes
-from inferencegym.apps.env_server.episodes import PolicyUnavailableError, run_baseline_episode  # noqa: F401
-from inferencegym.apps.env_server.limits import BUSY_TARPIT_S, BusyError, EpisodePool, ResultCache
+from inferencegym.apps.env_server.limits import EpisodePool, ResultCache
+from inferencegym.apps.env_server.responses import err, finite
 from inferencegym.apps.env_server.sessions import SessionLimitError, SessionStore, UnknownSessionError
 from inferencegym.apps.http_security import HTTPLimits, harden_app, metrics_response
 from inferencegym.apps.peers import client_key
-from inferencegym.envs import list_tasks
-from inferencegym.envs.actions import ServeAction
-from inferencegym.envs.verifier import ReplayError
-from inferencegym.policies import get_policy, is_privileged, list_policies
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_IDLE_TIMEOUT_S = 600.0
-BASELINE_POLICIES = ("static_default", "heuristic", "best_static")
-"""Baselines shown by ``GET /baseline`` by default (deterministic policies only)."""
-MAX_BASELINE_EPISODES = 5
 
 # ---------------------------------------------------------------------------------------------
-def _err(status: int, msg: str, **extra: Any) -> HTTPException:
-    return HTTPException(status_code=status, detail={"error": msg, **extra})
-
-
-async def _busy(exc: BusyError) -> HTTPException:
-    """429 with ``Retry-After``, answered after :data:`BUSY_TARPIT_S`: a client that ignores
-    ``Retry-After`` and asks again at once (a flood) is slowed to one request per connection per
-    tarpit, at the cost of a sleeping coroutine (no thread, no CPU)."""
-    await asyncio.sleep(BUSY_TARPIT_S)
-    return HTTPException(status_code=429, detail={"error": str(exc)},
-                         headers={"Retry-After": str(exc.retry_after_s)})
-
-
 def _remove_routes(app: FastAPI, targets: set[tuple[str, str]]) -> int:
     """Drop the SDK's HTTP routes ``(path, method)`` so ours are the ones FastAPI dispatches to."""
     kept, removed = [], 0
@@ -114,50 +94,8 @@ def _remove_prefix(app: FastAPI, prefix: str) -> None:
 def _payload(obs: InferenceGymObservation, session_id: str) -> dict[str, Any]:
     """OpenEnv's wire format plus ``session_id``; non-finite numbers become null (JSON has no NaN)."""
     out = serialize_observation(obs)
-    return _finite({"session_id": session_id, **out})
+    return finite({"session_id": session_id, **out})
 
-
-def _finite(x: Any) -> Any:
-    """JSON-safe numbers (NaN/inf -> None), recursively."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
-
-
-def _task_summary(spec: Any) -> dict[str, Any]:
-    tenants = []
-    for t in getattr(spec, "tenants", ()):
-        tenants.append({"name": t.name, "priority": t.priority, "ttft_slo_s": t.ttft_slo_s,
-                        "tbt_slo_s": t.tbt_slo_s, "grade_weight": t.grade_weight})
-    return {"task_id": spec.task_id, "description": spec.description,
-            "difficulty": getattr(spec, "difficulty", None), "kind": getattr(spec, "kind", "single"),
-            "window_s": getattr(spec, "window_s", None),
-            "episode_windows": getattr(spec, "episode_windows", None),
-            "model": getattr(spec, "model", None), "gpu": getattr(spec, "gpu", None),
-            "replicas": getattr(spec, "replicas", None), "tenants": tenants}
-
-
-def _action_schema() -> dict[str, Any]:
-    return ServeAction.model_json_schema()
-
-
-def _baseline_policy_names() -> list[str]:
-    """Registry policies the server may run: not the LLM policy (it needs a key) and never a
-    privileged one (``clairvoyant`` reads the hidden future; the registry marks it)."""
-    return [p for p in list_policies(kind="single") if p != "llm" and not is_privileged(p)]
-
-
-def _refuse_policy(name: str) -> HTTPException:
-    if is_privileged(name):
-        return _err(403, f"policy {name!r} is privileged (it reads the hidden workload future) and "
-                         f"is never served to an agent; available: {', '.join(_baseline_policy_names())}",
-                    field="policy")
-    return _err(422, f"unknown policy {name!r:.80}; valid: {', '.join(_baseline_policy_names())}",
-                field="policy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,14 +163,14 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         try:
             return store.get(session_id)
         except UnknownSessionError as exc:
-            raise _err(404, str(exc)) from None
+            raise err(404, str(exc)) from None
 
     # -- the OpenEnv control endpoints, with sessions ------------------------------------
     @app.post("/reset", tags=["Environment Control"], summary="Start an episode (creates a session)")
     def reset(request: Request, body: ResetBody = Body(default_factory=ResetBody)) -> dict[str, Any]:
         task_id = body.task_id
         if task_id is not None and task_id not in single_task_ids():
-            raise _err(422, f"unknown task {task_id!r}; valid: {', '.join(single_task_ids())}",
+            raise err(422, f"unknown task {task_id!r}; valid: {', '.join(single_task_ids())}",
                        field="task_id")
         if body.session_id is not None:
             sess = _get(body.session_id)
@@ -251,7 +189,7 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         except ValueError as exc:
             if created:
                 store.close(sess.session_id)
-            raise _err(422, str(exc)) from None
+            raise err(422, str(exc)) from None
         return _payload(obs, sess.session_id)
 
     @app.post("/step", tags=["Environment Control"], summary="Apply a serving configuration for one window")
@@ -261,9 +199,9 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
             with sess.lock:
                 obs = sess.env.step(body.action)
         except InvalidActionError as exc:
-            raise _err(422, str(exc), field="action") from None
+            raise err(422, str(exc), field="action") from None
         except (EpisodeOverError, NotResetError) as exc:
-            raise _err(409, str(exc)) from None
+            raise err(409, str(exc)) from None
         return _payload(obs, sess.session_id)
 
     @app.get("/state", tags=["State Management"], summary="The session's episode state",
@@ -282,106 +220,12 @@ def build_app(*, max_sessions: int = DEFAULT_MAX_SESSIONS,
         try:
             store.close(session_id)
         except UnknownSessionError as exc:
-            raise _err(404, str(exc)) from None
+            raise err(404, str(exc)) from None
         return {"closed": session_id}
 
-    # -- tasks, grader, baseline ------------------------------------------------------------
-    @app.get("/tasks", tags=["Environment Info"], summary="Tasks and the action schema")
-    def tasks() -> dict[str, Any]:
-        return {"tasks": [_task_summary(t) for t in list_tasks(kind="single")],
-                "default_task": DEFAULT_TASK_ID, "action_schema": _action_schema(),
-                "policies": _baseline_policy_names()}
-
-    @app.post("/grader", tags=["Grading"], summary="Grade a session's episode or a posted episode log")
-    async def grader(body: GraderBody) -> dict[str, Any]:
-        if body.session_id is not None:
-            if body.episode_log is not None or body.actions is not None:
-                raise _err(422, "give either session_id or (task_id, seed, actions), not both")
-            sess = _get(body.session_id)
-
-            def grade_session() -> tuple[Any, Any]:
-                with sess.lock:
-                    return sess.env.grade(), sess.env.state
-
-            try:
-                result, st = await run_in_threadpool(grade_session)
-            except NotResetError as exc:
-                raise _err(409, str(exc)) from None
-            return _finite({"session_id": body.session_id, "task_id": st.task_id, "done": st.done,
-                            "steps": st.step_count, "score": float(result),
-                            "breakdown": result.model_dump(), "verified_by": "session"})
-        if body.episode_log is not None:
-            raise _err(422, "episode_log is not accepted: a client-written log could claim anything. "
-                            "Send task_id, seed and actions (the server replays them and grades the "
-                            "log it writes itself), or the session_id of a server-side episode",
-                       field="episode_log")
-        if body.task_id is None or body.seed is None or body.actions is None:
-            raise _err(422, "give a session_id, or task_id, seed and actions")
-        if body.task_id not in single_task_ids():
-            raise _err(422, f"unknown task {body.task_id!r:.80}; valid: {', '.join(single_task_ids())}",
-                       field="task_id")
-        actions = [to_serve_action(a).model_dump() for a in body.actions]
-        try:
-            res = await replay_pool.run(episodes.replay_summary, body.task_id, body.seed, actions)
-        except BusyError as exc:
-            raise await _busy(exc) from None
-        except ReplayError as exc:
-            raise _err(422, str(exc)) from None
-        return _finite({"task_id": body.task_id, "seed": body.seed, **res, "verified_by": "replay"})
-
-    @app.get("/baseline", tags=["Grading"], summary="Deterministic baseline scores on every task")
-    async def baseline(policy: list[str] | None = Query(None, description=f"default: {', '.join(BASELINE_POLICIES)}"),
-                 task_id: str | None = Query(None, max_length=128),
-                 seed: int = Query(0, ge=0, le=2**32 - 1),
-                 episodes_n: int = Query(1, ge=1, le=MAX_BASELINE_EPISODES, alias="episodes")
-                 ) -> dict[str, Any]:
-        policies = list(dict.fromkeys(policy or BASELINE_POLICIES))
-        valid = _baseline_policy_names()
-        bad = [p for p in policies if p not in valid]
-        if bad:
-            raise _refuse_policy(bad[0])
-        task_ids = single_task_ids()
-        if task_id is not None:
-            if task_id not in task_ids:
-                raise _err(422, f"unknown task {task_id!r}; valid: {', '.join(task_ids)}", field="task_id")
-            task_ids = [task_id]
-        keys = [(p, t, seed, episodes_n) for p in policies for t in task_ids]
-        rows = [baseline_cache.get(k) for k in keys]
-        missing = [k for k, r in zip(keys, rows) if r is None]
-        if missing:
-            try:
-                computed = await baseline_pool.run(episodes.baseline_rows, missing)
-            except BusyError as exc:
-                raise await _busy(exc) from None
-            fresh = dict(zip(missing, computed))
-            for k, row in fresh.items():
-                baseline_cache.put(k, row)
-            rows = [r if r is not None else fresh[k] for k, r in zip(keys, rows)]
-        return _finite({"results": rows})
-
-    @app.post("/suggest", tags=["Grading"], summary="The action a baseline would take in this session now")
-    def suggest(body: SuggestBody) -> dict[str, Any]:
-        if body.policy not in _baseline_policy_names():
-            raise _refuse_policy(body.policy)
-        sess = _get(body.session_id)
-        with sess.lock:
-            env = sess.env
-            if env.state.episode_id is None or env.last_obs is None:
-                raise _err(409, "call /reset before asking for a suggestion")
-            key = ("policy", body.policy, env.task_id, env.state.episode_id)
-            pol = sess.data.get(key)
-            if pol is None:  # one policy object per episode: stateful baselines keep their memory
-                try:
-                    pol = get_policy(body.policy, env.task_id)
-                except ValueError as exc:
-                    raise _err(422, f"policy {body.policy!r} is not available for task "
-                                    f"{env.task_id!r}: {exc}", field="policy") from None
-                if callable(getattr(pol, "reset", None)):
-                    pol.reset(seed=env.state.seed)
-                sess.data = {key: pol}
-            action = pol.act(env.last_obs, env.last_info)
-
-        return {"policy": body.policy, "action": to_serve_action(action).model_dump()}
+    # -- tasks, grader, baseline, suggest (grading.py) -------------------------------------
+    add_grading_routes(app, get_session=_get, replay_pool=replay_pool, baseline_pool=baseline_pool,
+                       baseline_cache=baseline_cache)
 
     if not simulation:  # OPENENV_MODE=production: no control endpoints, as OpenEnv does
         _remove_routes(app, {("/reset", "POST"), ("/step", "POST"), ("/state", "GET")})

@@ -1,0 +1,215 @@
+"""Speculative decoding, several iterations in one event (a speed path; results bit-identical).
+
+A speculative iteration's length depends on the tokens the previous one accepted (random), so a
+speculating replica plans one iteration at a time (``ITER``) and each iteration is one event. When
+nothing else can happen before an iteration ends, the cluster lets :func:`advance_spec` apply it and
+plan the next one at once, without the event queue, for as many iterations as that holds:
+
+* the iteration ends by the run's limit and by the next arrival or KV transfer (which come after
+  replica steps at an equal time); other replicas' steps do not touch this replica, except under
+  disaggregation (a step may start a transfer here), where the limit is the next event of any kind;
+* the batch is pure decode (no prompt chunks), no config change is pending, and nothing queued
+  could be admitted at the iteration's end (otherwise the ordinary ``plan`` takes over there);
+* no sequence finishes in it (completion goes through the ordinary event) and the next
+  iteration's KV blocks fit without preemption (otherwise the ordinary ``plan`` takes over).
+
+Every effect of :meth:`ReplicaAdvance._apply_iter` / ``_apply_spec`` and of ``Replica.plan`` for this
+case is reproduced bit for bit in one tight loop (no event, no scheduler pass, no call per
+sequence): the same uniforms in the same order (the replica's block stream, extended without
+reordering), the same accepted counts, the same TBT records in the same order, the same sums in
+the same order, the same KV allocations and occupancy integral at each iteration boundary, the
+same iteration times from ``model.iteration_time_s``. (A numpy version over blocks of iterations
+was slower: between two arrivals or completions there are only a few iterations.) With requests queued, an iteration boundary where the queue head could
+be admitted (or a priority request could preempt) hands over to the full ``plan``.
+``tests/sim/test_sim_spec_ahead.py`` checks results against the one-event-per-iteration path
+(``Cluster(max_run_iterations=1)``), which never takes this path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .replica_advance import ITER
+
+if TYPE_CHECKING:
+    from .replica import Replica
+
+_INF = math.inf
+_log = math.log
+
+
+def advance_spec(rep: "Replica", lim: float) -> float | None:
+    """``rep`` has just planned a speculative iteration (``ITER``); apply it and the following ones
+    while each ends by ``lim`` (no event that could touch the replica comes before; the cluster's
+    ``_ahead_limit``) and nothing else could change the replica in between. Returns the end time of
+    the iteration left planned (the one the caller schedules; None when the replica went idle)."""
+    e = rep.seg_end
+    if not e <= lim:
+        return e
+    if (rep.state != ITER or rep.it_chunks or rep.pending is not None or rep.max_run <= 1
+            or rep.reload_debt_s or rep.api_pending or rep.block_end > rep.iterations):
+        return e  # (an API-server stall or a multi-step block: the ordinary plan decides)
+    decodes = rep.seg_decodes
+    running = rep.running
+    B = len(decodes)
+    k = rep.spec_k
+    if not B or B != len(running) or k <= 0:
+        return e
+    queued = bool(rep.waiting or rep.prio_waiting)
+    sched = rep.cfg.scheduler
+    if queued and sched not in ("vllm", "sarathi", "static"):
+        return e
+    kmax = k + 1
+    ta = rep.tenant_alpha
+    nta = len(ta)
+    da = rep.default_alpha
+    la = []  # per sequence: log(alpha) (< 0) for a draw, or the accepted count when alpha is 0 or 1
+    nd = 0
+    for r in decodes:
+        x = ta[r.tenant] if r.tenant < nta else None
+        a = da if x is None else x
+        if a <= 0.0:
+            la.append(1)
+        elif a >= 1.0:
+            la.append(kmax)
+        else:
+            la.append(_log(a))
+            nd += 1
+    pairs = list(zip(decodes, la))
+    win = rep.win
+    ttbt = win.ttbt
+    kv = rep.kv
+    bs = kv.block_size
+    bs1 = bs - 1
+    lk = rep.lookahead
+    quality = rep.quality
+    recent_append = rep.recent_iter.append
+    async_sched = rep.async_sched
+    model = rep.model
+    no_chunks: tuple = ()
+    t0 = rep.seg_t0
+    S = B
+    for r in decodes:
+        S += r.kv_tokens
+    prop = B * k
+    js = [0] * B
+    buf = rep._ubuf
+    ui = rep._ui
+    while e <= lim:
+        # the iteration's acceptance draws (peeked: consumed only if it is applied here)
+        if ui + nd > len(buf):  # the next block of the same stream, appended in order
+            buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
+            rep._ui = ui = 0
+        p = ui
+        s = 0
+        for r, lg in pairs:
+            if lg < 0:
+                j = int(_log(1.0 - buf[p]) / lg) + 1
+                p += 1
+                if j > kmax:
+                    j = kmax
+            else:
+                j = lg
+            if j >= r.output_tokens - r.generated_tokens:
+                return e  # a sequence finishes: the ordinary event applies this iteration
+            js[s] = j
+            s += 1
+        ui = rep._ui = p
+        # ReplicaAdvance._apply_iter / _apply_spec at e, then Replica.plan's reserve_decode
+        rep.now = e
+        rep.iterations += 1
+        recent_append(e - t0)
+        if async_sched:
+            rep.cutoff = t0
+        rec = win.tbt
+        d0a, sta, na, wa = rec.d0.append, rec.step.append, rec.n.append, rec.w.append
+        toks = 0
+        short = 0
+        grow = None
+        s = 0
+        for r in decodes:
+            n = js[s]
+            s += 1
+            g = e - r.last_token_s
+            per = g / n
+            fn = float(n)
+            d0a(per)
+            sta(0.0)
+            na(1)
+            wa(fn)
+            if ttbt is not None:
+                tr = ttbt[r.tenant]
+                tr.d0.append(per)
+                tr.step.append(0.0)
+                tr.n.append(1)
+                tr.w.append(fn)
+            if per > r.tbt_max_s:
+                r.tbt_max_s = per
+            r.tbt_sum_s += g
+            r.last_token_s = e
+            gn = r.generated_tokens = r.generated_tokens + n
+            kt = r.kv_tokens = r.kv_tokens + n
+            toks += n
+            rem = r.output_tokens - gn
+            nb = (kt + (lk if lk < rem else rem) + bs1) // bs
+            if nb > r.kv_blocks:
+                short += nb - r.kv_blocks
+                if grow is None:
+                    grow = [(r, nb)]
+                else:
+                    grow.append((r, nb))
+        win.spec_proposed += prop
+        win.spec_accepted += toks - B
+        win.tokens_out += toks
+        win.quality_token_sum += quality * toks
+        free = kv.capacity_blocks - kv.used_blocks
+        if short > free or (queued and not _nothing_admits(rep, free - short if sched == "sarathi" else free)):
+            rep.state = 0  # preemption or an admission at this boundary: the ordinary plan decides
+            return rep.plan(e)
+        if short:
+            rep._kv_advance(e)
+            for r, nb in grow:
+                r.kv_blocks = nb
+            kv.allocate(short)
+            rep._kv_peak()
+        S += toks
+        rep.preempted_in_plan = False
+        rep.blocked = False
+        rep.cutoff = _INF
+        rep.seg_t0 = t0 = e
+        e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
+    return e
+
+
+def _nothing_admits(rep: "Replica", free: int) -> bool:
+    """Whether ``try_admit`` refuses (without side effects) every request that could be the
+    queue head at this boundary, ``free`` blocks being free when it is asked. False when unsure."""
+    running = rep.running
+    cap = rep.cfg.batch_cap
+    kv = rep.kv
+    bs = kv.block_size
+    if rep.cfg.scheduler == "static":
+        return True  # admits only into an empty replica
+    for q in (rep.prio_waiting, rep.waiting):
+        if not q:
+            continue
+        r = q[0]
+        transfer = r.prefilled_tokens >= r.prefill_target
+        if r.block_hashes and kv.prefix_caching and not transfer:
+            return False  # the prefix lookup decides: leave it to try_admit
+        if len(running) < cap:
+            if transfer:
+                mx = r.prompt_tokens + r.output_tokens - 1
+                tokens = r.prefill_target + rep.lookahead
+                if tokens > mx:
+                    tokens = mx
+            else:
+                tokens = r.prefill_target
+            if free - (-(-tokens // bs)) >= kv.watermark_blocks:
+                return False
+        if rep.priority_on and r.priority == 1:
+            for x in running:
+                if x.priority == 0:
+                    return False
+    return True
