@@ -22,6 +22,9 @@ from inferencegym.safe_yaml import YamlInputError, load_yaml, read_yaml, short
 
 Schedule = float | list[tuple[int, float]]
 
+PRIVILEGED_CRITIC_DIM = 5
+"""Length of the asymmetric critic's privileged block (``rl/env_creators.PrivilegedCriticFeatures``)."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: refused
@@ -332,8 +335,6 @@ class TrainConfig(_Strict):
         for mid, m in self.modules.items():
             k = int(m.model_config_.get("critic_privileged_dims", 0) or 0)
             if k:
-                from inferencegym.rl.env_creators import PRIVILEGED_CRITIC_DIM  # lazy: circular import
-
                 if self.env != "single" or k != PRIVILEGED_CRITIC_DIM or m.type != "mlp":
                     raise ValueError(f"modules.{mid}.model_config.critic_privileged_dims={k}: the asymmetric "
                                      f"critic is for env: single, type mlp, with {PRIVILEGED_CRITIC_DIM} "

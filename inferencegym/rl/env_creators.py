@@ -21,7 +21,7 @@ import inferencegym.envs.actions as actions
 from inferencegym.envs.cluster_env import ClusterEnv
 from inferencegym.envs.history import HistoryObservation
 from inferencegym.rl.callbacks import safety_flags, task_ttft_slo_s
-from inferencegym.rl.config import SafetySettings
+from inferencegym.rl.config import PRIVILEGED_CRITIC_DIM, SafetySettings
 
 SINGLE_ENV = "inferencegym_single"
 CLUSTER_ENV = "inferencegym_cluster"
@@ -61,8 +61,6 @@ class SafetyWrapper(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-#: Length of :class:`PrivilegedCriticFeatures`' block (``model_config.critic_privileged_dims``).
-PRIVILEGED_CRITIC_DIM = 5
 
 
 class PrivilegedCriticFeatures(gym.Wrapper):
