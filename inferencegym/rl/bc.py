@@ -68,14 +68,15 @@ def discounted_returns(rewards: list[float], episode_ends: list[bool], gamma: fl
 
 
 def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs: int, lr: float,
-             minibatch_size: int, seed: int = 0, returns: Any = None) -> list[float]:
+             minibatch_size: int, seed: int = 0, returns: Any = None, imitate: bool = True) -> list[float]:
     """Supervised NLL of ``actions`` under ``module``; returns the mean loss of each epoch.
 
     Minibatch order comes from ``numpy.random.default_rng(seed)``. With ``returns`` (the
     demonstrations' discounted reward-to-go, one per observation) the module's value function is
     fitted too, in a separate optimiser step per minibatch (``compute_values`` on the encoder's
     detached embeddings, so only the value head learns from it; squared error over the returns'
-    variance; the reported loss is the sum; a NaN return is no value target for its observation):
+    variance; the reported loss is the sum; a NaN return is no value target for its observation;
+    ``imitate=False`` fits the value function only, leaving the policy as it is):
     PPO then starts with a critic that knows what the cloned policy is worth, instead of a random
     one whose advantage estimates undo the cloned policy in the first iterations."""
     import torch
@@ -116,10 +117,13 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
             out = module.forward_train(batch)
             dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
             loss = -dist.logp(act[idx]).mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
+            if imitate:
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+            else:
+                loss = loss.detach() * 0.0
             if ret is not None:
                 # the value head learns on the policy's (detached) features with its own optimiser
                 # step: the shared encoder and the gradient clipping stay the imitation loss's
@@ -251,6 +255,30 @@ def _dagger(cfg: Any, module: Any, teacher: Any, env: Any, obs: list, acts: list
     return losses
 
 
+def _distill(cfg: Any, module: Any, out: Path) -> list[float]:
+    """Clone the teacher episodes in ``bc.demonstrations`` (``<task>_<seed>.npz`` from
+    :func:`inferencegym.rl.distill.collect_lookahead`) on the student's stacked observations."""
+    from inferencegym.rl.distill import load_demonstrations
+
+    b = cfg.bc
+    paths = sorted(Path(b.demonstrations).glob(f"{cfg.task_id}_*.npz"))
+    if not paths:
+        raise ValueError(f"bc.demonstrations: no {cfg.task_id}_*.npz in {b.demonstrations}; collect them with "
+                         f"`python -m inferencegym.rl.distill --task {cfg.task_id} --out {b.demonstrations}`")
+    mc = cfg.modules["default_policy"].model_config_
+    windows = int(mc.get("history_windows", 0) or 0)
+    if windows < 1:
+        raise ValueError("bc.demonstrations needs model_config.history_windows >= 1 (the student's history)")
+    obs, acts, summary = load_demonstrations(paths, windows=windows, ema_weight=float(mc.get("history_ema_weight", 0.3)),
+                                             phase_task_id=cfg.task_id if mc.get("phase_features") else None)
+    priv = int(mc.get("critic_privileged_dims", 0) or 0)
+    if priv:  # slots the actor never reads
+        obs = [np.concatenate([o, np.zeros(priv, np.float32)]) for o in obs]
+    (out / "distill.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "distill.json").write_text(json.dumps({**summary, "files": [p.name for p in paths]}, indent=2))
+    return bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size, seed=cfg.seed)
+
+
 def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, str]:
     """Run BC for the config's modules; returns {module_id: saved state dir} for ``load_state_path``."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -288,8 +316,16 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
                           action_space=act_space, model_config=dict(m.model_config_)).build()
     returns = discounted_returns(rews, ends, cfg.ppo.gamma) if b.value_warmup else None
     init = {k: v.detach().clone() for k, v in module.state_dict().items()} if b.dagger_rounds else None
-    losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
-                      seed=cfg.seed, returns=returns)
+    if b.demonstrations and cfg.env == "single":
+        # distillation (rl/distill.py): the policy clones the privileged teacher's recorded episodes;
+        # the baseline's episodes only fit the value function (the student's worth, not the teacher's)
+        losses = _distill(cfg, module, out)
+        if returns is not None:
+            losses += bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
+                               seed=cfg.seed, returns=returns, imitate=False)
+    else:
+        losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
+                          seed=cfg.seed, returns=returns)
     if b.dagger_rounds and cfg.env == "single":  # the config refuses DAgger on cluster envs
         losses += _dagger(cfg, module, baseline, e, obs, acts, value_targets=returns is not None, out=out,
                           init_state=init)

@@ -81,6 +81,7 @@ class ModulePolicy:
         self.module = modules[self.module_id]
         self.version = source
         self.name = source
+        self._priv = 0
         self._history = self._history_stacker()
         self._states: dict[int, Any] = {}  # id(module) -> recurrent state (batch of 1)
 
@@ -93,8 +94,9 @@ class ModulePolicy:
         from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
 
         phase = bool(mc.get("phase_features", False))
-        dim = (int(np.prod(self.module.observation_space.shape)) - (PHASE_FEATURE_DIM if phase else 0)) \
-            // (windows + 1)
+        self._priv = int(mc.get("critic_privileged_dims", 0) or 0)
+        dim = (int(np.prod(self.module.observation_space.shape)) - (PHASE_FEATURE_DIM if phase else 0)
+               - self._priv) // (windows + 1)
         return HistoryStacker(dim, windows, float(mc.get("history_ema_weight", 0.3)),
                               self.task_id if phase else None)
 
@@ -105,7 +107,10 @@ class ModulePolicy:
         arr = np.asarray(obs, dtype=np.float32)
         if arr.shape == self.module.observation_space.shape:  # already stacked (the training env)
             return arr
-        return self._history.push(arr)
+        x = self._history.push(arr)
+        if self._priv:  # the asymmetric critic's privileged slots: the actor never reads them
+            x = np.concatenate([x, np.zeros(self._priv, np.float32)])
+        return x
 
     def _main_module_id(self) -> str:
         if self.kind == "single":
@@ -208,6 +213,8 @@ def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]
                  "history_ema_weight": float(mc.get("history_ema_weight", 0.3)),
                  "phase_features": bool(mc.get("phase_features", False))}
                 if int(mc.get("history_windows", 0) or 0) > 0 else {})
+        if int(mc.get("critic_privileged_dims", 0) or 0) > 0:  # the space the module was built on
+            hist["privileged_critic"] = True
         env = make_single_env({"task_id": task_id, **hist})
         try:
             return env.observation_space, env.action_space
