@@ -69,6 +69,8 @@ def register(app: typer.Typer) -> None:
         if not policies:
             fail("give at least one --policy (a name, checkpoint:PATH, pretrained:TASK or http://URL)")
         endpoint_errors: tuple[type[BaseException], ...] = ()
+        if any(p.startswith(("checkpoint:", "pretrained:")) for p in policies):
+            import inferencegym.rl  # noqa: F401  (registers the checkpoint: and pretrained: handlers; imports Ray / torch)
         if any(p.startswith(("http://", "https://")) for p in policies):
             # registers the http:// and https:// handlers of the policy registry (docs/architecture.md:
             # "a registry low down gets handlers from above"); lazy: imports Ray / torch (~5 s)

@@ -26,7 +26,8 @@ DEFAULTS: dict[str, Any] = {  # the replica knobs' defaults are the one vocabula
     "chunk_size": 512, "kv_budget_fraction": DEFAULT_KNOBS.kv_budget_fraction, "rate": 2.0,
     "duration_s": None, "prompt_tokens": 512, "output_tokens": 128, "trace": None, "trace_format": "auto",
     "seed": 0,
-    "speculation_depth": DEFAULT_KNOBS.speculation_depth, "spec_acceptance": 0.7,
+    "speculation_depth": DEFAULT_KNOBS.speculation_depth, "spec_acceptance": 0.7, "draft_model": "default",
+    "spec_workload": None,
     "quantization": DEFAULT_KNOBS.quantization, "disaggregate": False,
     "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
     "results_parquet": None, "prefix_caching": True, "engine_profile": "vllm-v1",
@@ -108,6 +109,21 @@ def build_requests(o: dict, tenants, shares):
                     priority=int(tenants[int(ten[i])].priority)) for i in range(len(t))]
 
 
+def spec_alpha(o: dict) -> float:
+    """The draft acceptance ``alpha``: ``spec_acceptance``, or the published figure of the proposer
+    on ``spec_workload`` (``sim.spec_acceptance``) when that is given. ValueError for both at once
+    or an unknown pair."""
+    if o.get("spec_workload") is None:
+        return float(o["spec_acceptance"])
+    from inferencegym.sim.spec_acceptance import acceptance_alpha
+
+    if o.get("_spec_acceptance_given"):
+        raise ValueError("give either --spec-acceptance or --spec-workload, not both")
+    dm = str(o["draft_model"])
+    proposer = dm if dm in ("ngram", "eagle") else "draft"
+    return acceptance_alpha(proposer, str(o["spec_workload"]))
+
+
 def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
     """Run the scenario described by the resolved options; returns (summary dict, cluster)."""
     import numpy as np
@@ -124,7 +140,8 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
                            batch_cap=int(o["batch_cap"]), chunk_size=int(o["chunk_size"]),
                            kv_budget_fraction=float(o["kv_budget_fraction"]),
                            speculation_depth=int(o["speculation_depth"]),
-                           spec_acceptance=float(o["spec_acceptance"]),
+                           spec_acceptance=spec_alpha(o),
+                           draft_model=str(o["draft_model"]),
                            prefix_caching=bool(o["prefix_caching"]),
                            expert_parallel=int(o["expert_parallel"]),
                            pipeline_parallel=int(o["pipeline_parallel"]),
@@ -246,6 +263,11 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, help="seed of arrivals and simulator randomness [0]"),
         speculation_depth: Optional[int] = typer.Option(None, help="draft tokens per step, 0..8 [0]"),
         spec_acceptance: Optional[float] = typer.Option(None, help="draft acceptance rate alpha [0.7]"),
+        draft_model: Optional[str] = typer.Option(None, help="speculative proposer: default|ngram|eagle|"
+                                                             "a draft model preset [default]"),
+        spec_workload: Optional[str] = typer.Option(None, help="take alpha from the published acceptance of "
+                                                               "the proposer on this dataset (e.g. sharegpt, "
+                                                               "cnn_dailymail, mt_bench)"),
         quantization: Optional[str] = typer.Option(None, help="fp16|int8|int4|fp8|mxfp4 [fp16]"),
         expert_parallel: Optional[int] = typer.Option(None, help="expert-parallel degree of a MoE model "
                                                                  "(DP attention ranks) [1]"),
@@ -298,6 +320,7 @@ def register(app: typer.Typer) -> None:
                                          f"valid: {', '.join(sorted(DEFAULTS))}")
             opts.update(data)
         opts.update(given)
+        opts["_spec_acceptance_given"] = spec_acceptance is not None
 
         opts = validate_simulate_options(opts)  # types and ranges, before anything is allocated
         if opts["trace"] and not Path(opts["trace"]).is_file():

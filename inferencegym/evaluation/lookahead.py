@@ -20,6 +20,7 @@ agent could run; it is an evaluation function (it needs the env), not a registry
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from inferencegym.envs.actions import ServeAction
@@ -47,9 +48,11 @@ def _next_phase_action(env: LLMServeEnv, base: Any) -> ServeAction | None:
     return base.by_phase.get(name, base.default)
 
 
-def lookahead_episode(task_id: str, seed: int, *, max_rollouts: int = 400) -> EpisodeResult:
+def lookahead_episode(task_id: str, seed: int, *, max_rollouts: int = 400,
+                      on_step: Callable[[Any, ServeAction, ServeAction], None] | None = None) -> EpisodeResult:
     """One episode of the lookahead reference (module docstring); ``max_rollouts`` caps the cost
-    (after it, the base policy plays on)."""
+    (after it, the base policy plays on). ``on_step(obs, played, base_action)`` is called at every
+    window before it is played (the teacher's label for distillation, :mod:`inferencegym.rl.distill`)."""
     env = LLMServeEnv(task_id, privileged=True)
     clair = get_policy("clairvoyant", task_id)
     base = get_policy("phase_rule", task_id)
@@ -74,6 +77,8 @@ def lookahead_episode(task_id: str, seed: int, *, max_rollouts: int = 400) -> Ep
             if v > best_v + 1e-12:
                 best_a, best_v = c, v
         base_value = best_v
+        if on_step is not None:
+            on_step(obs, best_a, a_base)
         obs, reward, term, trunc, info = env.step(best_a)
         prev = best_a
         total += reward

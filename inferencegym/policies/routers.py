@@ -38,7 +38,9 @@ task's initial knobs (the default), ``replica_random`` samples every window, ``r
 sets the task's fixed knobs searched on training seeds (``inferencegym/data/best_static_knobs.json``,
 ``python -m inferencegym.evaluation.search_cluster_knobs``; the task's initial knobs when none are
 shipped). ``best_static_knobs`` = ``estimated_ttft+replica_best_static``: the best observable rule
-of issue 21 on the cluster tasks (router and replica knobs together).
+of issue 21 on the cluster tasks (router and replica knobs together). ``replica_load_knobs``
+(:mod:`inferencegym.policies.knob_rules`) picks each replica's knobs by its own load every window;
+``load_knobs_rule`` = ``estimated_ttft+replica_load_knobs``.
 
 A *cluster policy* pairs a router with a replica policy (:class:`ClusterPolicy`); the spec
 ``"least_outstanding_requests"`` means that router with ``replica_static``; ``"ROUTER+REPLICA"``
@@ -50,6 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from inferencegym.envs.cluster_spaces import REPLICA_ACTION_NVEC
+from inferencegym.policies.knob_rules import LoadKnobsReplica, base_knobs, best_static_knobs  # noqa: F401 (re-export)
 from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
 from inferencegym.sim.router import make_router
 from inferencegym.tasks.episode_workload import mean_output_tokens
@@ -65,8 +68,10 @@ ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_
                                     "estimated_ttft_affinity",
                                     *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
                                     "prefix_oracle", "tier_oracle")
-REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static")
-CLUSTER_ALIASES: dict[str, str] = {"best_static_knobs": "estimated_ttft+replica_best_static"}
+REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static",
+                                     "replica_load_knobs")
+CLUSTER_ALIASES: dict[str, str] = {"best_static_knobs": "estimated_ttft+replica_best_static",
+                                   "load_knobs_rule": "estimated_ttft+replica_load_knobs"}
 """Named cluster policies that pair a router with a replica policy."""
 PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle", "tier_oracle")
 """Routers that read what no observation carries (true output lengths; ``prefix_oracle`` also the
@@ -296,13 +301,7 @@ class FixedKnobsReplica:
     def bind(self, env) -> "FixedKnobsReplica":
         from inferencegym.envs.cluster_spaces import KNOB_BUCKETS, nearest_bucket
 
-        knobs = self._given
-        if knobs is None:
-            knobs = best_static_knobs(env.task.task_id)
-        if knobs is None:
-            k = env.task.knobs
-            knobs = {"batch_cap": k.batch_cap, "kv_budget_fraction": k.kv_budget_fraction,
-                     "speculation_depth": k.speculation_depth, "chunk_size": env.task.chunk_size_tokens}
+        knobs = self._given if self._given is not None else base_knobs(env.task)
         self.knobs = dict(knobs)
         vals = (knobs["batch_cap"], knobs["kv_budget_fraction"], knobs["speculation_depth"], knobs["chunk_size"])
         self._idx = np.array([nearest_bucket(b, v) for b, v in zip(KNOB_BUCKETS, vals)], dtype=np.int64)
@@ -317,20 +316,7 @@ class FixedKnobsReplica:
         return self._idx.copy()
 
 
-def best_static_knobs(task_id: str) -> dict | None:
-    """The shipped fixed replica knobs of ``task_id`` (None when none are shipped)."""
-    import json
-    from importlib import resources
-
-    try:
-        text = resources.files("inferencegym").joinpath("data", "best_static_knobs.json").read_text()
-    except (FileNotFoundError, ModuleNotFoundError):
-        return None
-    entry = json.loads(text).get("tasks", {}).get(task_id)
-    return None if entry is None else entry["knobs"]
-
-
-_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica, FixedKnobsReplica)}
+_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica, FixedKnobsReplica, LoadKnobsReplica)}
 
 
 def get_router_policy(name: str):

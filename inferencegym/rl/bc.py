@@ -68,14 +68,15 @@ def discounted_returns(rewards: list[float], episode_ends: list[bool], gamma: fl
 
 
 def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs: int, lr: float,
-             minibatch_size: int, seed: int = 0, returns: Any = None) -> list[float]:
+             minibatch_size: int, seed: int = 0, returns: Any = None, imitate: bool = True) -> list[float]:
     """Supervised NLL of ``actions`` under ``module``; returns the mean loss of each epoch.
 
     Minibatch order comes from ``numpy.random.default_rng(seed)``. With ``returns`` (the
     demonstrations' discounted reward-to-go, one per observation) the module's value function is
     fitted too, in a separate optimiser step per minibatch (``compute_values`` on the encoder's
     detached embeddings, so only the value head learns from it; squared error over the returns'
-    variance; the reported loss is the sum; a NaN return is no value target for its observation):
+    variance; the reported loss is the sum; a NaN return is no value target for its observation;
+    ``imitate=False`` fits the value function only, leaving the policy as it is):
     PPO then starts with a critic that knows what the cloned policy is worth, instead of a random
     one whose advantage estimates undo the cloned policy in the first iterations."""
     import torch
@@ -116,10 +117,13 @@ def bc_train(module: Any, observations: list[Any], actions: list[Any], *, epochs
             out = module.forward_train(batch)
             dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
             loss = -dist.logp(act[idx]).mean()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
+            if imitate:
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+            else:
+                loss = loss.detach() * 0.0
             if ret is not None:
                 # the value head learns on the policy's (detached) features with its own optimiser
                 # step: the shared encoder and the gradient clipping stay the imitation loss's
@@ -165,10 +169,13 @@ def collect_single(env: Any, act_fn: Callable[[Any, dict], Any], *, episodes: in
     return obs_l, act_l, rew_l, end_l
 
 
-def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple[list, list]:
+def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int,
+                    replicas: tuple[list, list] | None = None) -> tuple[list, list, list, list]:
     """Roll out a cluster policy (``act_all``; e.g. ``least_outstanding_requests`` with static
     replicas) on the ClusterEnv; returns the router's observations, actions, rewards (the reward of
-    the interval that follows each decision, as the env pays it) and episode-end flags."""
+    the interval that follows each decision, as the env pays it) and episode-end flags. With
+    ``replicas`` = (observations, actions) lists, every replica agent's window observation and
+    the baseline's knob action are appended to them (the replica module's demonstrations)."""
     obs_l: list = []
     act_l: list = []
     rew_l: list = []
@@ -182,6 +189,11 @@ def collect_cluster(env: Any, policy: Any, *, episodes: int, seed: int) -> tuple
         while True:
             actions = policy.act_all(obs, infos)
             acted = "router" in obs
+            if replicas is not None:
+                for aid, o in obs.items():
+                    if aid != "router":
+                        replicas[0].append(o)
+                        replicas[1].append(np.asarray(actions[aid], dtype=np.int64))
             if acted:
                 obs_l.append(obs["router"])
                 act_l.append(int(actions["router"]))
@@ -243,6 +255,30 @@ def _dagger(cfg: Any, module: Any, teacher: Any, env: Any, obs: list, acts: list
     return losses
 
 
+def _distill(cfg: Any, module: Any, out: Path) -> list[float]:
+    """Clone the teacher episodes in ``bc.demonstrations`` (``<task>_<seed>.npz`` from
+    :func:`inferencegym.rl.distill.collect_lookahead`) on the student's stacked observations."""
+    from inferencegym.rl.distill import load_demonstrations
+
+    b = cfg.bc
+    paths = sorted(Path(b.demonstrations).glob(f"{cfg.task_id}_*.npz"))
+    if not paths:
+        raise ValueError(f"bc.demonstrations: no {cfg.task_id}_*.npz in {b.demonstrations}; collect them with "
+                         f"`python -m inferencegym.rl.distill --task {cfg.task_id} --out {b.demonstrations}`")
+    mc = cfg.modules["default_policy"].model_config_
+    windows = int(mc.get("history_windows", 0) or 0)
+    if windows < 1:
+        raise ValueError("bc.demonstrations needs model_config.history_windows >= 1 (the student's history)")
+    obs, acts, summary = load_demonstrations(paths, windows=windows, ema_weight=float(mc.get("history_ema_weight", 0.3)),
+                                             phase_task_id=cfg.task_id if mc.get("phase_features") else None)
+    priv = int(mc.get("critic_privileged_dims", 0) or 0)
+    if priv:  # slots the actor never reads
+        obs = [np.concatenate([o, np.zeros(priv, np.float32)]) for o in obs]
+    (out / "distill.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "distill.json").write_text(json.dumps({**summary, "files": [p.name for p in paths]}, indent=2))
+    return bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size, seed=cfg.seed)
+
+
 def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, str]:
     """Run BC for the config's modules; returns {module_id: saved state dir} for ``load_state_path``."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -261,12 +297,16 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
                                    encode=lambda a: action_to_flat(ServeAction.from_any(a)))
         mid, obs_space, act_space = "default_policy", e.observation_space, e.action_space
     else:
-        e = make_cluster_env(env_config)
+        # demonstrations come from the full env (router included) even when PPO trains the replica
+        # agents alone with an internal router
+        e = make_cluster_env({k: v for k, v in env_config.items() if k != "internal_router"})
         if "router" not in cfg.policy_mapping:
             raise ValueError("BC for the cluster env imitates the router; policy_mapping has no 'router'")
         mid = cfg.policy_mapping["router"]
+        rep_mid = _trained_replica_module(cfg)
+        rep_demo: tuple[list, list] | None = ([], []) if rep_mid else None
         obs, acts, rews, ends = collect_cluster(e, get_cluster_policy(b.baseline), episodes=b.episodes,
-                                                seed=b.seed)
+                                                seed=b.seed, replicas=rep_demo)
         obs_space, act_space = e.observation_spaces["router"], e.action_spaces["router"]
     m = cfg.modules[mid]
     import torch
@@ -276,12 +316,44 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
                           action_space=act_space, model_config=dict(m.model_config_)).build()
     returns = discounted_returns(rews, ends, cfg.ppo.gamma) if b.value_warmup else None
     init = {k: v.detach().clone() for k, v in module.state_dict().items()} if b.dagger_rounds else None
-    losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
-                      seed=cfg.seed, returns=returns)
+    if b.demonstrations and cfg.env == "single":
+        # distillation (rl/distill.py): the policy clones the privileged teacher's recorded episodes;
+        # the baseline's episodes only fit the value function (the student's worth, not the teacher's)
+        losses = _distill(cfg, module, out)
+        if returns is not None:
+            losses += bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
+                               seed=cfg.seed, returns=returns, imitate=False)
+    else:
+        losses = bc_train(module, obs, acts, epochs=b.epochs, lr=b.lr, minibatch_size=b.minibatch_size,
+                          seed=cfg.seed, returns=returns)
     if b.dagger_rounds and cfg.env == "single":  # the config refuses DAgger on cluster envs
         losses += _dagger(cfg, module, baseline, e, obs, acts, value_targets=returns is not None, out=out,
                           init_state=init)
     path = out / mid
     module.save_to_path(str(path))
     (out / "bc_losses.txt").write_text("\n".join(f"{x:.6f}" for x in losses) + "\n")
-    return {mid: str(path)}
+    paths = {mid: str(path)}
+    if cfg.env != "single" and rep_mid:
+        # the trained replica module clones the baseline's replica policy (e.g. best_static_knobs'
+        # fixed knobs) instead of starting at random or holding the task's initial knobs
+        rm = cfg.modules[rep_mid]
+        rid = e.replica_ids[0]
+        torch.manual_seed(cfg.seed + 1)
+        rep_module = RLModuleSpec(module_class=module_class(rm.type), observation_space=e.observation_spaces[rid],
+                                  action_space=e.action_spaces[rid], model_config=dict(rm.model_config_)).build()
+        rep_losses = bc_train(rep_module, rep_demo[0], rep_demo[1], epochs=b.epochs, lr=b.lr,
+                              minibatch_size=b.minibatch_size, seed=cfg.seed + 1)
+        rep_module.save_to_path(str(out / rep_mid))
+        (out / "bc_losses_replica.txt").write_text("\n".join(f"{x:.6f}" for x in rep_losses) + "\n")
+        paths[rep_mid] = str(out / rep_mid)
+    return paths
+
+
+def _trained_replica_module(cfg: Any) -> str | None:
+    """The replica agents' module id when it is trained (in ``trainable``) and learns (not
+    ``hold_knobs``): BC then clones the baseline's replica actions into it too."""
+    rep = next((m for pat, m in cfg.policy_mapping.items() if pat.startswith("replica")), None)
+    trained = cfg.trainable or sorted(set(cfg.policy_mapping.values()))
+    if rep is None or rep not in trained or cfg.modules[rep].type == "hold_knobs":
+        return None
+    return rep

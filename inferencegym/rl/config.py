@@ -22,6 +22,9 @@ from inferencegym.safe_yaml import YamlInputError, load_yaml, read_yaml, short
 
 Schedule = float | list[tuple[int, float]]
 
+PRIVILEGED_CRITIC_DIM = 5
+"""Length of the asymmetric critic's privileged block (``rl/env_creators.PrivilegedCriticFeatures``)."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: refused
@@ -180,6 +183,10 @@ class BCSettings(_Strict):
     value_warmup: bool = Field(default=True, description="also fit the value function to the "
                                "demonstrations' discounted returns (a critic that knows the cloned "
                                "policy's worth; without it PPO's first updates undo the cloning)")
+    demonstrations: str | None = Field(default=None, description="directory of a privileged teacher's "
+                                       "recorded episodes (rl/distill.py, <task>_<seed>.npz): the policy is "
+                                       "cloned on them instead of the baseline's; the baseline's episodes "
+                                       "then only fit the value function (single-agent env)")
     dagger_rounds: int = Field(default=0, ge=0, description="DAgger rounds after the cloning (rl/dagger.py): "
                                "the student's visited states, labelled by the baseline, join the data; 0: off")
     dagger_episodes: int | None = Field(default=None, ge=1, description="student episodes per round, on "
@@ -325,6 +332,13 @@ class TrainConfig(_Strict):
         if self.env == "cluster" and any(m.model_config_.get("history_windows") for m in self.modules.values()):
             raise ValueError("model_config.history_windows is for env: single (the router sees a load trend "
                              "feature of its own)")
+        for mid, m in self.modules.items():
+            k = int(m.model_config_.get("critic_privileged_dims", 0) or 0)
+            if k:
+                if self.env != "single" or k != PRIVILEGED_CRITIC_DIM or m.type != "mlp":
+                    raise ValueError(f"modules.{mid}.model_config.critic_privileged_dims={k}: the asymmetric "
+                                     f"critic is for env: single, type mlp, with {PRIVILEGED_CRITIC_DIM} "
+                                     "privileged features (rl/env_creators.PrivilegedCriticFeatures)")
         if self.env == "cluster" and self.bc.dagger_rounds > 0:
             raise ValueError("bc.dagger_rounds is for env: single (the privileged teacher's task); set it "
                              "to 0 for cluster configs")
@@ -361,6 +375,8 @@ class TrainConfig(_Strict):
                 out["history_ema_weight"] = float(mc.get("history_ema_weight", 0.3))
                 if mc.get("phase_features"):
                     out["phase_features"] = True
+            if int(mc.get("critic_privileged_dims", 0) or 0) > 0:
+                out["privileged_critic"] = True
         return out
 
     def trained_modules(self) -> list[str]:

@@ -38,6 +38,7 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 import inferencegym.rl.rllib_compat  # noqa: F401  (RLlib's own RLModuleConfig notice, see there)
+from inferencegym.rl.fixed_modules import EstTTFTRouterModule
 
 #: Logit given to masked-out actions. Large but finite: if every action were masked the
 #: distribution stays uniform instead of NaN, and entropy/KL stay finite.
@@ -59,7 +60,12 @@ MLP_DEFAULTS: dict[str, Any] = {"hidden": [64, 64], "mask_key": "action_mask",
                                  "history_windows": 0, "history_ema_weight": 0.3,
                                  # with history: the observable phase forecast's features follow
                                  # the stack (envs/phase_detector.py, issue 21)
-                                 "phase_features": False}
+                                 "phase_features": False,
+                                 # asymmetric actor-critic (issue 21): the last K observation
+                                 # features are privileged (rl/env_creators.PrivilegedCriticFeatures,
+                                 # training envs only); the actor never reads them, a separate
+                                 # critic trunk reads the whole observation
+                                 "critic_privileged_dims": 0}
 
 
 def _cfg(model_config: Any, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -223,13 +229,22 @@ class _FlatMLPBase(TorchRLModule, ValueFunctionAPI):
         else:
             raise ValueError(f"action space must be Discrete or MultiDiscrete; got {act} "
                              "(wrap Dict action spaces with the env's flat MultiDiscrete wrapper)")
-        self.trunk = _mlp([in_dim, *hidden])
+        self._priv = int(c.get("critic_privileged_dims", 0) or 0)
+        if self._priv and (self._priv >= in_dim or isinstance(obs_space, gym.spaces.Dict)):
+            raise ValueError(f"critic_privileged_dims {self._priv} needs a Box observation with more "
+                             f"features than that; got {obs_space}")
+        self.trunk = _mlp([in_dim - self._priv, *hidden])
         self.pi = nn.Linear(hidden[-1], out)
         self.vf = nn.Linear(hidden[-1], 1)
+        # asymmetric critic: its own trunk on the whole observation (privileged features included)
+        self.critic_trunk = _mlp([in_dim, *hidden]) if self._priv else None
 
     def _encode(self, obs: Any) -> tuple[torch.Tensor, Any]:
         mask = obs.get(self._mask_key) if isinstance(obs, dict) else None
-        return self.trunk(_flatten_obs(obs, self._mask_key)), mask
+        x = _flatten_obs(obs, self._mask_key)
+        if self._priv:
+            x = x[:, :-self._priv]  # the actor's input: never the privileged features
+        return self.trunk(x), mask
 
     @override(TorchRLModule)
     def _forward(self, batch: dict, **kwargs) -> dict:
@@ -249,6 +264,8 @@ class _FlatMLPBase(TorchRLModule, ValueFunctionAPI):
 
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict, embeddings: Any = None) -> torch.Tensor:
+        if self.critic_trunk is not None:  # asymmetric: the critic's own trunk, whole observation
+            return self.vf(self.critic_trunk(_flatten_obs(batch[Columns.OBS], self._mask_key))).squeeze(-1)
         if embeddings is None:
             embeddings, _ = self._encode(batch[Columns.OBS])
         return self.vf(embeddings).squeeze(-1)
@@ -375,6 +392,7 @@ MODULE_TYPES: dict[str, type[TorchRLModule]] = {
     "mlp": MLPModule,
     "replica_mlp": ReplicaAgentModule,
     "hold_knobs": HoldKnobsModule,
+    "est_ttft_router": EstTTFTRouterModule,
     "lstm": LSTMModule,
 }
 #: Module types whose policy carries a recurrent state (single-agent env only; no behaviour cloning).

@@ -11,6 +11,10 @@ from inferencegym.rl.compare import compare, evaluate_one
 from inferencegym.rl.config import TrainConfig
 from inferencegym.rl.policy_loader import export_module, load_checkpoint
 from inferencegym.rl.selection import VALIDATION_SEED, WARM_START, Selection, select_policy
+
+CONFIRM_SEED = 700
+"""First seed of the confirmation block (validation seeds: after the selection's 500.., before the
+held-out 1000..)."""
 from inferencegym.rl.train import TrainOutcome, run_training
 from inferencegym.tracking import log_evaluation_run
 
@@ -99,14 +103,17 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
                       baselines: list[str] | None, storage: str | Path | None = None,
                       command: str | None = None, progress: bool = True,
                       record_path: str | Path | None = None, resume: bool = False,
-                      val_episodes: int = 0, val_seed: int = VALIDATION_SEED) -> dict[str, Any]:
+                      val_episodes: int = 0, val_seed: int = VALIDATION_SEED,
+                      confirm_episodes: int = 0, confirm_seed: int = CONFIRM_SEED) -> dict[str, Any]:
     """Train ``cfg`` (Tune + MLflow), evaluate the greedy policy and the baselines on ``episodes``
     held-out seeds from ``seed``; returns (and optionally writes) the run record. ``resume``
     continues an interrupted experiment of the same name (``Tuner.restore``) instead of starting it
     again. With ``val_episodes > 0`` the evaluated policy is the best of the warm start and the kept
     checkpoints on validation seeds (:mod:`inferencegym.rl.selection`), and the warm start is
     evaluated on the held-out seeds too (row ``warm start (BC)``), so the record says whether PPO
-    improved on it (``record["improved_on_warm_start"]``)."""
+    improved on it (``record["improved_on_warm_start"]``). With ``confirm_episodes > 0`` that verdict
+    is a paired test on fresh validation seeds (:func:`confirm_improvement`): the selection's own seeds
+    favour whichever candidate was lucky on them."""
     out = run_training(cfg, storage_path=storage, progress=progress, config_path=config_path, resume=resume)
     m = out.metrics
     steps = float(m.get("num_env_steps_sampled_lifetime") or 0.0)
@@ -148,11 +155,37 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
                 rows.insert(1, warm_row)
             record["improved_on_warm_start"] = bool(
                 not selection.is_warm_start and rows[0]["score_mean"] > warm_row["score_mean"])
+            if confirm_episodes > 0:
+                conf = confirm_improvement(policy, load_checkpoint(warm_dir, cfg.task_id), cfg.task_id,
+                                           episodes=confirm_episodes, seed=confirm_seed,
+                                           selected_warm_start=selection.is_warm_start)
+                record["confirmation"] = conf
+                record["improved_on_warm_start"] = bool(conf["improved"])
     record["returned_checkpoint"] = returned_checkpoint(record)
     if record_path:
         Path(record_path).parent.mkdir(parents=True, exist_ok=True)
         Path(record_path).write_text(json.dumps(record, indent=2, default=str))
     return record
+
+
+def confirm_improvement(policy: Any, warm: Any, task_id: str, *, episodes: int, seed: int = CONFIRM_SEED,
+                        selected_warm_start: bool = False) -> dict[str, Any]:
+    """Paired comparison of the returned policy with its warm start on ``episodes`` fresh validation
+    seeds from ``seed`` (disjoint from the selection's and the held-out ones): per-seed grade
+    differences, their mean and 95 % half-width; ``improved`` only when the whole interval is above
+    0. When the warm start itself was returned nothing is run (``improved`` False)."""
+    from inferencegym.evaluation.cluster import ci95
+
+    if selected_warm_start:
+        return {"seed": seed, "episodes": 0, "improved": False, "reason": "the warm start was returned"}
+    a = evaluate_one(policy, task_id, episodes=episodes, seed=seed, name="returned")
+    b = evaluate_one(warm, task_id, episodes=episodes, seed=seed, name=WARM_START)
+    d = [x - y for x, y in zip(a["scores"], b["scores"])]
+    mean = sum(d) / len(d)
+    half = float(ci95(d)) if len(d) > 1 else float("inf")
+    return {"seed": seed, "episodes": episodes, "returned_mean": a["score_mean"], "warm_start_mean": b["score_mean"],
+            "diff_mean": mean, "diff_ci95": half, "better_seeds": sum(x > 0 for x in d),
+            "worse_seeds": sum(x < 0 for x in d), "improved": bool(mean - half > 0)}
 
 
 def log_comparison(record: dict[str, Any], report_files: dict[str, Path] | None = None) -> str | None:

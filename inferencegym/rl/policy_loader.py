@@ -85,6 +85,7 @@ class ModulePolicy:
         self.module = modules[self.module_id]
         self.version = source
         self.name = source
+        self._priv = 0
         self._history = self._history_stacker()
         self._states: dict[int, Any] = {}  # id(module) -> recurrent state (batch of 1)
 
@@ -97,8 +98,9 @@ class ModulePolicy:
         from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
 
         phase = bool(mc.get("phase_features", False))
-        dim = (int(np.prod(self.module.observation_space.shape)) - (PHASE_FEATURE_DIM if phase else 0)) \
-            // (windows + 1)
+        self._priv = int(mc.get("critic_privileged_dims", 0) or 0)
+        dim = (int(np.prod(self.module.observation_space.shape)) - (PHASE_FEATURE_DIM if phase else 0)
+               - self._priv) // (windows + 1)
         return HistoryStacker(dim, windows, float(mc.get("history_ema_weight", 0.3)),
                               self.task_id if phase else None)
 
@@ -109,7 +111,10 @@ class ModulePolicy:
         arr = np.asarray(obs, dtype=np.float32)
         if arr.shape == self.module.observation_space.shape:  # already stacked (the training env)
             return arr
-        return self._history.push(arr)
+        x = self._history.push(arr)
+        if self._priv:  # the asymmetric critic's privileged slots: the actor never reads them
+            x = np.concatenate([x, np.zeros(self._priv, np.float32)])
+        return x
 
     def _main_module_id(self) -> str:
         if self.kind == "control":
@@ -175,6 +180,33 @@ class ModulePolicy:
         a = self._greedy(self.module_for(agent_id), obs)
         return int(a) if a.ndim == 0 else a
 
+    def act_all(self, obs: dict, infos: dict | None = None) -> dict:
+        """Cluster env: every agent in ``obs`` answered by its module: the router module routes, the
+        replica module sets the replica's knobs (a ``hold_knobs`` module, or none, keeps the
+        replica's current knobs from ``infos[agent]["knobs"]``, as ``replica_static`` does)."""
+        from inferencegym.rl.modules import HoldKnobsModule
+
+        if self.kind != "cluster":
+            raise ValueError("act_all is for cluster policies (a router and replica agents)")
+        infos = infos or {}
+        out: dict[str, Any] = {}
+        for aid, o in obs.items():
+            if aid == "router":
+                out[aid] = self.act(o, infos.get(aid))
+                continue
+            try:
+                module = self.module_for(aid)
+            except ValueError:
+                module = None
+            if module is None or isinstance(module, HoldKnobsModule):
+                info = infos.get(aid) or {}
+                if "knobs" not in info:
+                    raise ValueError(f"{aid}: holding knobs needs info['knobs'] from ClusterEnv")
+                out[aid] = np.asarray(info["knobs"], dtype=np.int64)
+            else:
+                out[aid] = np.asarray(self._greedy(module, o), dtype=np.int64)
+        return out
+
     def __call__(self, obs: Any, info: dict | None = None) -> Any:
         return self.act(obs, info)
 
@@ -191,6 +223,8 @@ def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]
                  "history_ema_weight": float(mc.get("history_ema_weight", 0.3)),
                  "phase_features": bool(mc.get("phase_features", False))}
                 if int(mc.get("history_windows", 0) or 0) > 0 else {})
+        if int(mc.get("critic_privileged_dims", 0) or 0) > 0:  # the space the module was built on
+            hist["privileged_critic"] = True
         env = make_single_env({"task_id": task_id, **hist})
         try:
             return env.observation_space, env.action_space

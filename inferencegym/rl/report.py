@@ -77,7 +77,12 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
     return head + body
 
 
-def plot_learning_curve(progress: dict[str, list[float]], title: str, out: Path) -> Path:
+def plot_learning_curve(progress: dict[str, list[float]], title: str, out: Path,
+                        references: dict[str, float] | None = None) -> Path:
+    """Training return and grade against env steps. The grade axis is the grade's whole range
+    [0, 1] and the return axis starts at 0, so a move of 0.01 looks like one (an autoscaled axis
+    turns noise into a climb); ``references`` (name -> held-out grade: the rule, the warm start)
+    are drawn as dashed lines on the grade axis."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -95,6 +100,14 @@ def plot_learning_curve(progress: dict[str, list[float]], title: str, out: Path)
         ax.set_xlabel("env steps sampled")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
+    axes[1].set_ylim(0.0, 1.0)
+    lo, hi = axes[0].get_ylim()
+    axes[0].set_ylim(min(0.0, lo), max(hi, 0.0))
+    for i, (name, v) in enumerate((references or {}).items()):
+        if v is not None and math.isfinite(v):
+            axes[1].axhline(v, ls="--", lw=1, color=f"C{i + 1}", label=f"{name} (held-out) {v:.3f}")
+    if references:
+        axes[1].legend(fontsize=7, loc="lower right")
     load = progress.get(LOAD_COL)
     if load and any(v != 1.0 for v in load if math.isfinite(v)):
         tw = axes[1].twinx()  # the training grade is measured under the curriculum's load
@@ -159,8 +172,10 @@ def write_report(records: list[dict[str, Any]], out_dir: str | Path, *, title: s
             md.append(f"\nCommand: `{rec['command']}`\n")
             html_parts.append(f"<p>Command: <code>{html.escape(rec['command'])}</code></p>")
         if rec.get("progress_csv") and _has_results(rec["progress_csv"]):
+            refs = {str(r["policy"]): r.get("score_mean") for r in (rec.get("rows") or [])
+                    if str(r["policy"]).startswith(("warm start", "phase_rule", "best_static", "estimated_ttft"))}
             png = plot_learning_curve(read_progress(rec["progress_csv"]), f"{name}: learning curve",
-                                      out / f"{stem}_learning_curve.png")
+                                      out / f"{stem}_learning_curve.png", references=refs)
             files[png.name] = png
             md.append(f"\n![learning curve]({png.name})\n")
             html_parts.append(f"<img src='{png.name}' width='900'>")

@@ -65,7 +65,7 @@ def test_numpy_values_and_lowercase_tier_are_accepted():
 
 
 def test_flat_encoding_covers_every_bucket():
-    assert FLAT_NVEC == (8, 7, 5, 3, 2, 2)
+    assert FLAT_NVEC == (8, 10, 5, 3, 2, 2)
     for i, (name, buckets) in enumerate(FLAT_BUCKETS.items()):
         for j, value in enumerate(buckets):
             vec = np.zeros(len(FLAT_NVEC), dtype=np.int64)
@@ -80,3 +80,26 @@ def test_flat_out_of_range_is_rejected():
         flat_to_action(np.array([8, 0, 0, 0, 0, 0]))
     with pytest.raises(InvalidActionError, match="length 6"):
         flat_to_action(np.array([0, 0, 0]))
+
+
+def test_every_baseline_table_value_is_a_flat_bucket():
+    """A flat-action policy can play exactly what best_static, the clairvoyant and phase_rule play."""
+    import json
+    from importlib import resources
+
+    for name in ("best_static.json", "clairvoyant.json", "phase_rule.json"):
+        text = resources.files("inferencegym").joinpath("data", name).read_text()
+
+        def walk(node):
+            if isinstance(node, dict):
+                if "kv_budget_fraction" in node and "batch_cap" in node:
+                    yield node
+                for v in node.values():
+                    yield from walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    yield from walk(v)
+
+        for action in walk(json.loads(text)):
+            a = ServeAction(**action)
+            assert flat_to_action(action_to_flat(a)) == a, (name, action)

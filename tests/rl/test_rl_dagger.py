@@ -100,7 +100,7 @@ def test_one_round_adds_the_students_states_labelled_by_the_privileged_teacher(t
     teacher = get_policy("clairvoyant", cfg.task_id)
     env = make_single_env({**cfg.full_env_config(), "privileged": True})
     obs, info = env.reset(seed=round_seed(cfg.bc.seed, 1, 1, 1))
-    assert obs.shape == (24 * 5,)                                        # the student's history view
+    assert obs.shape == (24 * 5 + 3 + 5,)  # history view + phase forecast + the critic's privileged slots
     for t in range(3):
         np.testing.assert_array_equal(second["obs"][3 + t], obs)
         np.testing.assert_array_equal(second["acts"][3 + t], encode(teacher.act(obs, info)))

@@ -80,6 +80,7 @@ def test_warm_start_is_deterministic_and_clones_through_the_history_env(tmp_path
         "env_config={episode_windows: 3}", "bc.episodes=1", "bc.epochs=2"])
     a = RLModule.from_checkpoint(warm_start(cfg, out_dir=tmp_path / "a")["default_policy"])
     b = RLModule.from_checkpoint(warm_start(cfg, out_dir=tmp_path / "b")["default_policy"])
-    assert a.observation_space.shape == (24 * 5,)
+    # 4 windows + their average of 24 features, the 3 phase-forecast features, the critic's 5 privileged ones
+    assert a.observation_space.shape == (24 * 5 + 3 + 5,)
     for (k, x), (_, y) in zip(sorted(a.state_dict().items()), sorted(b.state_dict().items())):
         torch.testing.assert_close(x, y, rtol=0, atol=0, msg=k)

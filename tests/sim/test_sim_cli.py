@@ -105,3 +105,20 @@ def test_replica_knob_defaults_are_the_one_vocabulary():
     assert cfg["batch_cap"] == DEFAULT_KNOBS.batch_cap == 256
     assert cfg["kv_budget_fraction"] == DEFAULT_KNOBS.kv_budget_fraction == 0.9
     assert cfg["scheduler"] == DEFAULT_KNOBS.scheduler and cfg["quantization"] == DEFAULT_KNOBS.quantization
+
+
+def test_the_proposer_and_a_published_acceptance_by_workload():
+    from inferencegym.sim.spec_acceptance import acceptance_alpha
+
+    base = ["--model", "llama-3-8b", "--gpu", "h100-80gb", "--rate", "2", "--duration-s", "20",
+            "--speculation-depth", "4"]
+    ngram = _json([*base, "--draft-model", "ngram", "--spec-workload", "cnn_dailymail"])
+    rep = ngram["config"]["replica"]
+    assert rep["draft_model"] == "ngram"
+    assert rep["spec_acceptance"] == pytest.approx(acceptance_alpha("ngram", "cnn_dailymail"))
+    assert rep["spec_acceptance"] != pytest.approx(0.7)
+    assert _json(base)["config"]["replica"]["spec_acceptance"] == pytest.approx(0.7)
+    both = runner.invoke(app, ["simulate", *base, "--spec-workload", "sharegpt", "--spec-acceptance", "0.5"])
+    assert both.exit_code != 0 and "not both" in both.output
+    unknown = runner.invoke(app, ["simulate", *base, "--spec-workload", "nope"])
+    assert unknown.exit_code != 0 and "no published acceptance" in unknown.output
