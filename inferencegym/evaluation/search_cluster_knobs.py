@@ -30,15 +30,21 @@ KNOB_GRID: dict[str, tuple] = {
 """Values per knob (a subset of the replica agents' buckets, ``cluster_spaces.KNOB_BUCKETS``)."""
 
 
-def _score(task_id: str, knobs: dict, seeds: list[int]) -> tuple[float, float]:
-    """(mean grade, -mean p90 TTFT) of estimated_ttft + these fixed knobs on ``seeds``."""
+def score_policy(task_id: str, make_policy, seeds: list[int]) -> tuple[float, float]:
+    """(mean grade, -mean p90 TTFT) of the cluster policy ``make_policy()`` (a fresh one per
+    episode) on ``seeds``: the search objective of the cluster rules, grade first, p90 TTFT on ties."""
     g, p90 = [], []
     for s in seeds:
-        pol = ClusterPolicy(EstimatedTTFTRouter(), FixedKnobsReplica(knobs), name="best_static_knobs")
-        log, _ = run_cluster_episode(task_id, pol, s)
+        log, _ = run_cluster_episode(task_id, make_policy(), s)
         g.append(grade_cluster(task_id, log).score)
         p90.append(log.metrics["cluster/ttft_p90_s"])
     return float(np.mean(g)), -float(np.mean(p90))
+
+
+def _score(task_id: str, knobs: dict, seeds: list[int]) -> tuple[float, float]:
+    """(mean grade, -mean p90 TTFT) of estimated_ttft + these fixed knobs on ``seeds``."""
+    return score_policy(task_id, lambda: ClusterPolicy(EstimatedTTFTRouter(), FixedKnobsReplica(knobs),
+                                                       name="best_static_knobs"), seeds)
 
 
 def search_cluster_knobs(task_id: str, seeds: list[int], rounds: int = 4, log=print) -> dict:

@@ -16,14 +16,11 @@ import argparse
 import json
 import time
 
-import numpy as np
-
 from inferencegym.envs.cluster_spaces import KNOB_BUCKETS
-from inferencegym.evaluation.cluster import run_cluster_episode
 from inferencegym.evaluation.search_best_static import DATA_DIR, _write
+from inferencegym.evaluation.search_cluster_knobs import score_policy
 from inferencegym.policies.knob_rules import KNOB_NAMES, LoadKnobsReplica
 from inferencegym.policies.routers import ClusterPolicy, EstimatedTTFTRouter, best_static_knobs
-from inferencegym.tasks.cluster_grading import grade_cluster
 from inferencegym.tasks.spec import get_task
 
 THRESHOLDS: tuple[float, ...] = (2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0)
@@ -32,13 +29,8 @@ THRESHOLDS: tuple[float, ...] = (2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0)
 
 def score_rule(task_id: str, rule: dict, seeds: list[int]) -> tuple[float, float]:
     """(mean grade, -mean p90 TTFT) of estimated_ttft + this rule on ``seeds``."""
-    g, p90 = [], []
-    for s in seeds:
-        pol = ClusterPolicy(EstimatedTTFTRouter(), LoadKnobsReplica(rule), name="load_knobs_rule")
-        log, _ = run_cluster_episode(task_id, pol, s)
-        g.append(grade_cluster(task_id, log).score)
-        p90.append(log.metrics["cluster/ttft_p90_s"])
-    return float(np.mean(g)), -float(np.mean(p90))
+    return score_policy(task_id, lambda: ClusterPolicy(EstimatedTTFTRouter(), LoadKnobsReplica(rule),
+                                                       name="load_knobs_rule"), seeds)
 
 
 def search_knob_rule(task_id: str, seeds: list[int], rounds: int = 4, log=print) -> dict:

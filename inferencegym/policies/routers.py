@@ -87,6 +87,19 @@ def _allowed(obs: dict) -> list[int]:
     return np.flatnonzero(mask).tolist()
 
 
+def _bound_request(policy):
+    """``(env, pending request)`` of a router policy that reads the simulator: ValueError (one line,
+    what to do) when it is not bound to a ``ClusterEnv`` or no request is waiting."""
+    env = policy._env
+    if env is None:
+        raise ValueError(f"router policy {policy.name!r} is not bound to a ClusterEnv; call "
+                         f"policy.bind(env) (it reads the simulator's state)")
+    req = env.pending_request
+    if req is None:
+        raise ValueError(f"router policy {policy.name!r} asked to act but no request is waiting")
+    return env, req
+
+
 class SimRouterPolicy:
     """A thin adapter: the simulator's router ``name`` (``inferencegym.sim.router.ROUTERS``) deciding
     for ``ClusterEnv``.
@@ -114,13 +127,7 @@ class SimRouterPolicy:
         self._router = self._make(self.sim_name)  # fresh rotation state every episode
 
     def act(self, obs: dict, info: dict | None = None) -> int:
-        env = self._env
-        if env is None:
-            raise ValueError(f"router policy {self.name!r} is not bound to a ClusterEnv; call "
-                             f"policy.bind(env) (it reads the simulator's state)")
-        req = env.pending_request
-        if req is None:
-            raise ValueError(f"router policy {self.name!r} asked to act but no request is waiting")
+        env, req = _bound_request(self)
         if self._router.needs_sync:
             env.cluster.sync()
         return int(self._router.choose(env.cluster, req, _allowed(obs)))
@@ -165,13 +172,7 @@ class EarliestFirstTokenRouter:
     (``estimated_ttft_affinity``: keeping a prefix where it is cached keeps that cache hot)."""
 
     def act(self, obs: dict, info: dict | None = None) -> int:
-        env = self._env
-        if env is None:
-            raise ValueError(f"router policy {self.name!r} is not bound to a ClusterEnv; call "
-                             "policy.bind(env) (it reads the simulator's state)")
-        req = env.pending_request
-        if req is None:
-            raise ValueError(f"router policy {self.name!r} asked to act but no request is waiting")
+        env, req = _bound_request(self)
         cluster = env.cluster
         cluster.sync()
         expected = self._expected_output(env)
@@ -231,13 +232,7 @@ class TierOracleRouter(EarliestFirstTokenRouter):
         return v
 
     def act(self, obs: dict, info: dict | None = None) -> int:
-        env = self._env
-        if env is None:
-            raise ValueError(f"router policy {self.name!r} is not bound to a ClusterEnv; call "
-                             "policy.bind(env) (it reads the simulator's state)")
-        req = env.pending_request
-        if req is None:
-            raise ValueError(f"router policy {self.name!r} asked to act but no request is waiting")
+        env, req = _bound_request(self)
         cluster = env.cluster
         cluster.sync()
         h = req.block_hashes
