@@ -58,8 +58,9 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
     runs = mlflow.search_runs(experiment_names=["sweep/tiny_sweep"], output_format="list")
     assert len(runs) == 2
     sampled = set()
-    # the same warm start `train` uses (bursty_workload.yaml enables BC), made once for the sweep
-    assert out.warm_start.startswith("behaviour cloning of best_static")
+    # the same warm start `train` uses (bursty_workload.yaml clones its configured baseline), made once
+    assert out.warm_start.startswith(f"behaviour cloning of {cfg.bc.baseline}")
+    assert cfg.bc.baseline == "phase_rule"  # the best observable rule of the task (issue 21)
     assert (tmp_path / "ray_results" / "tiny_sweep_bc" / "default_policy").is_dir()
     names = sorted(r.info.run_name for r in runs)
     assert names == [f"bursty_workload | {cfg.name} | sweep tiny_sweep trial 0",
@@ -69,7 +70,7 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
         assert run.data.tags["warm_start"] == out.warm_start
         # config -> params (the project's training config, not RLlib's ~300 flags); only measurements
         # are metrics: nothing of the config subtree RLlib copies into every result
-        assert run.data.params["ppo/minibatch_size"] == "32" and run.data.params["bc/baseline"] == "best_static"
+        assert run.data.params["ppo/minibatch_size"] == "32" and run.data.params["bc/baseline"] == cfg.bc.baseline
         assert len(run.data.params) < 120
         assert not [k for k in run.data.metrics if k.startswith("config")]
         assert "eval/grade_score" in run.data.metrics and "training_iteration" in run.data.metrics
@@ -100,7 +101,7 @@ def test_two_trial_sweep_logs_runs_and_registers_best(tmp_path, ray_session):
     from inferencegym.rl.env_creators import make_single_env
     from inferencegym.rl.policy_loader import load_policy
 
-    env = make_single_env({"task_id": "bursty_workload"})
+    env = make_single_env(cfg.full_env_config())  # the observation the module was trained on (history)
     obs, _ = env.reset(seed=1000)
     obs2 = env.step(env.action_space.sample())[0]
     in_process = load_policy(f"checkpoint:{best['checkpoint']}", "bursty_workload")
