@@ -185,6 +185,15 @@ def refine_best_static(task_id: str, seeds: list[int], best: ServeAction, best_s
     return best, best_score
 
 
+def training_seeds(n: int) -> list[int]:
+    """Seeds 0..n-1 for a search; SystemExit (one line) unless 1 <= n <= 999: training seeds stay
+    below the evaluation seeds (1000 on)."""
+    if not 1 <= n < 1000:
+        raise SystemExit(f"--seeds must be 1..999 (training seeds stay below the evaluation seeds "
+                         f"1000..), got {n}")
+    return list(range(n))
+
+
 def _write(path: Path, key: str, entry: dict, description: str) -> None:
     """Read-modify-write one task's entry under a file lock (searches of several tasks may run in
     parallel processes); atomic replace so a reader never sees half a file."""

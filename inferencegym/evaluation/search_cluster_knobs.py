@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from inferencegym.evaluation.cluster import run_cluster_episode
-from inferencegym.evaluation.search_best_static import DATA_DIR, _write
+from inferencegym.evaluation.search_best_static import DATA_DIR, _write, training_seeds
 from inferencegym.policies.routers import ClusterPolicy, EstimatedTTFTRouter, FixedKnobsReplica
 from inferencegym.tasks.cluster_grading import grade_cluster
 from inferencegym.tasks.spec import get_task
@@ -63,18 +63,30 @@ def search_cluster_knobs(task_id: str, seeds: list[int], rounds: int = 4, log=pr
             cache[key] = _score(task_id, kn, seeds)
         return cache[key]
 
-    best = score(cur)
-    log(f"{task_id}: start {cur} -> grade {best[0]:.4f}, p90 {-best[1]:.3f} s")
+    def neighbours(kn: dict) -> list[dict]:
+        return [{**kn, knob: v} for knob, vals in KNOB_GRID.items() for v in vals if kn[knob] != v]
+
+    cur, best = coordinate_ascent(cur, neighbours, score, rounds, log, f"{task_id}: start {cur}")
+    return {"knobs": cur, "train_score": best[0], "train_ttft_p90_s": -best[1], "train_seeds": seeds,
+            "evaluated": len(cache)}
+
+
+def coordinate_ascent(start: dict, neighbours, score, rounds: int, log, start_label: str,
+                      show=str) -> tuple[dict, tuple[float, float]]:
+    """Greedy ascent of the cluster rule searches: each round scores every neighbour of the current
+    point (``score`` -> (grade, -p90 TTFT), memoised by the caller) and moves to the best one (grade
+    first, then p90; ties to the first listed) while it beats the current point. Returns the point
+    and its score."""
+    cur, best = start, score(start)
+    log(f"{start_label} -> grade {best[0]:.4f}, p90 {-best[1]:.3f} s")
     for r in range(rounds):
-        cands = [{**cur, knob: v} for knob, vals in KNOB_GRID.items() for v in vals if cur[knob] != v]
-        scored = [(score(c), i, c) for i, c in enumerate(cands)]
+        scored = [(score(c), i, c) for i, c in enumerate(neighbours(cur))]
         s, _, c = max(scored, key=lambda x: (x[0][0], x[0][1], -x[1]))
         if s <= best:
             break
         cur, best = c, s
-        log(f"  round {r}: {cur} -> grade {best[0]:.4f}, p90 {-best[1]:.3f} s")
-    return {"knobs": cur, "train_score": best[0], "train_ttft_p90_s": -best[1], "train_seeds": seeds,
-            "evaluated": len(cache)}
+        log(f"  round {r}: {show(cur)} -> grade {best[0]:.4f}, p90 {-best[1]:.3f} s")
+    return cur, best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,11 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=2, help="training seeds 0..N-1 (< 1000)")
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args(argv)
-    if not 1 <= args.seeds < 1000:
-        raise SystemExit(f"--seeds must be 1..999 (training seeds stay below the evaluation seeds "
-                         f"1000..), got {args.seeds}")
+    seeds = training_seeds(args.seeds)
     t0 = time.time()
-    entry = search_cluster_knobs(args.task, list(range(args.seeds)), rounds=args.rounds)
+    entry = search_cluster_knobs(args.task, seeds, rounds=args.rounds)
     entry["search_wall_s"] = round(time.time() - t0, 1)
     _write(DATA_DIR / "best_static_knobs.json", args.task, entry,
            "best_static_knobs: fixed replica knobs with the estimated_ttft router, coordinate ascent "

@@ -17,8 +17,8 @@ import json
 import time
 
 from inferencegym.envs.cluster_spaces import KNOB_BUCKETS
-from inferencegym.evaluation.search_best_static import DATA_DIR, _write
-from inferencegym.evaluation.search_cluster_knobs import score_policy
+from inferencegym.evaluation.search_best_static import DATA_DIR, _write, training_seeds
+from inferencegym.evaluation.search_cluster_knobs import coordinate_ascent, score_policy
 from inferencegym.policies.knob_rules import KNOB_NAMES, LoadKnobsReplica
 from inferencegym.policies.routers import ClusterPolicy, EstimatedTTFTRouter, best_static_knobs
 from inferencegym.tasks.spec import get_task
@@ -50,9 +50,7 @@ def search_knob_rule(task_id: str, seeds: list[int], rounds: int = 4, log=print)
             cache[key] = score_rule(task_id, rule, seeds)
         return cache[key]
 
-    best = score(cur)
-    log(f"{task_id}: start (= best_static_knobs) -> grade {best[0]:.4f}, p90 {-best[1]:.3f} s")
-    for r in range(rounds):
+    def neighbours(cur: dict) -> list[dict]:
         cands = [] if cur["levels"][0] == cur["levels"][1] else \
             [{**cur, "thresholds": [t]} for t in THRESHOLDS if [t] != cur["thresholds"]]
         for lv in range(2):
@@ -62,12 +60,10 @@ def search_knob_rule(task_id: str, seeds: list[int], rounds: int = 4, log=print)
                         levels = [dict(x) for x in cur["levels"]]
                         levels[lv][name] = v
                         cands.append({"thresholds": list(cur["thresholds"]), "levels": levels})
-        scored = [(score(c), i, c) for i, c in enumerate(cands)]
-        s, _, c = max(scored, key=lambda x: (x[0][0], x[0][1], -x[1]))
-        if s <= best:
-            break
-        cur, best = c, s
-        log(f"  round {r}: {json.dumps(cur)} -> grade {best[0]:.4f}, p90 {-best[1]:.3f} s")
+        return cands
+
+    cur, best = coordinate_ascent(cur, neighbours, score, rounds, log,
+                                  f"{task_id}: start (= best_static_knobs)", show=json.dumps)
     return {"rule": cur, "train_score": best[0], "train_ttft_p90_s": -best[1],
             "base_train_score": cache[next(iter(cache))][0], "train_seeds": seeds, "evaluated": len(cache)}
 
@@ -78,11 +74,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=4, help="training seeds 0..N-1 (< 1000)")
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args(argv)
-    if not 1 <= args.seeds < 1000:
-        raise SystemExit(f"--seeds must be 1..999 (training seeds stay below the evaluation seeds "
-                         f"1000..), got {args.seeds}")
+    seeds = training_seeds(args.seeds)
     t0 = time.time()
-    entry = search_knob_rule(args.task, list(range(args.seeds)), rounds=args.rounds)
+    entry = search_knob_rule(args.task, seeds, rounds=args.rounds)
     entry["search_wall_s"] = round(time.time() - t0, 1)
     _write(DATA_DIR / "knob_rules.json", args.task, entry,
            "replica_load_knobs: per-replica knobs by the replica's own load (two levels, one threshold), "

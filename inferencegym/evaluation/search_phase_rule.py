@@ -25,6 +25,7 @@ from inferencegym.evaluation.search_best_static import (
     _neighbours,
     _task_grid,
     _write,
+    training_seeds,
 )
 from inferencegym.evaluation.single import run_episode
 from inferencegym.policies.baselines import _clairvoyant_table, _data_table, best_static_action
@@ -97,11 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=6, help="training seeds 0..N-1 (< 1000)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    if not 1 <= args.seeds < 1000:
-        raise SystemExit(f"--seeds must be 1..999 (training seeds stay below the evaluation seeds "
-                         f"1000..), got {args.seeds}")
+    seeds = training_seeds(args.seeds)
     t0 = time.time()
-    entry = search_phase_rule(args.task, list(range(args.seeds)), rounds=args.rounds)
+    entry = search_phase_rule(args.task, seeds, rounds=args.rounds)
     entry["search_wall_s"] = round(time.time() - t0, 1)
     _write(DATA_DIR / "phase_rule.json", args.task, entry,
            "phase_rule per-phase configurations and detector settings: coordinate ascent from the "
