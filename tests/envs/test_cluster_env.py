@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from fakes.routing import route_through_env
 from inferencegym.envs.cluster_env import REPLICA_ACTION_NVEC, ROUTER_FEATURES, ClusterEnv
 from inferencegym.tasks.adapter import build_requests, make_cluster
 from inferencegym.tasks.cluster import CLUSTER_TASK_IDS, cluster_task
@@ -201,14 +202,7 @@ def test_router_reward_is_the_decima_integral():
                                     "power_of_two_choices", "least_kv_load"])
 def test_router_adapter_reproduces_the_simulators_routing(router):
     """Routing through the env with the adapter = the simulator's built-in router, request by request."""
-    env = ClusterEnv({"task_id": "cluster_routing", "episode_windows": 5})
-    pol = get_cluster_policy(router).bind(env)
-    pol.reset(0)
-    obs, infos = env.reset(seed=11)
-    while True:
-        obs, _, _, trunc, infos = env.step(pol.act_all(obs, infos))
-        if trunc["__all__"]:
-            break
+    env = route_through_env("cluster_routing", router, windows=5, seed=11)
     via_env = [r.replica_id for r in env.requests]
     # the same requests and simulator seed, routed inside the simulator
     ss = np.random.SeedSequence(11)

@@ -8,6 +8,7 @@ import hashlib
 import numpy as np
 import pytest
 
+from fakes.routing import route_through_env
 from inferencegym.envs.cluster_env import ClusterEnv
 from inferencegym.envs.cluster_spaces import COL, PREFIX_FEATURES, ROUTER_FEATURES
 from inferencegym.policies import is_privileged
@@ -154,14 +155,7 @@ def test_prefix_columns_show_the_published_cache():
 def test_production_router_adapters_reproduce_the_simulators_routing(router):
     """The env-side adapter of each cache-aware router routes exactly like the simulator's own run
     (the prefix columns read the published view without changing what the routers see)."""
-    env = ClusterEnv({"task_id": "cluster_prefix_sharing", "episode_windows": 4})
-    pol = get_cluster_policy(router).bind(env)
-    pol.reset(0)
-    obs, infos = env.reset(seed=11)
-    while True:
-        obs, _, _, trunc, infos = env.step(pol.act_all(obs, infos))
-        if trunc["__all__"]:
-            break
+    env = route_through_env("cluster_prefix_sharing", router, windows=4, seed=11)
     via_env = [r.replica_id for r in env.requests]
     wl_ss, sim_ss, _ = np.random.SeedSequence(11).spawn(3)
     reqs = build_requests(env.task, env.task.episode_s, np.random.default_rng(wl_ss))
