@@ -28,9 +28,14 @@ def apply_spec(rep: Any, decodes: list, now: float) -> None:
     ldef = 1 if da <= 0.0 else (kmax if da >= 1.0 else log(da))
     win = rep.win
     rec = win.tbt
-    d0a, sta, na, wa = rec.d0.append, rec.step.append, rec.n.append, rec.w.append
-    ttbt = win.ttbt  # (add_tbt's records, inline: one call per sequence was most of the step)
+    d0a, wa = rec.d0.append, rec.w.append  # (add_tbt's records, inline; step 0.0 and n 1 added in bulk)
+    ttbt = win.ttbt
+    if ttbt is not None:  # per tenant: its records' values, weights and count
+        tda = [tr.d0.append for tr in ttbt]
+        twa = [tr.w.append for tr in ttbt]
+        tcount = [0] * len(ttbt)
     buf = rep._ubuf
+    nbuf = len(buf)
     ui = rep._ui
     toks = 0
     acc = 0
@@ -38,33 +43,28 @@ def apply_spec(rep: Any, decodes: list, now: float) -> None:
         t = r.tenant
         lg = lat[t] if t < nta else ldef
         if lg < 0:
-            if ui >= len(buf):
+            if ui >= nbuf:
                 buf = rep._ubuf = rep.rng.random(4096).tolist()
+                nbuf = len(buf)
                 ui = 0
-            u = 1.0 - buf[ui]  # in (0, 1]
+            j = int(log(1.0 - buf[ui]) / lg) + 1  # 1 - u in (0, 1]
             ui += 1
-            j = int(log(u) / lg) + 1
             if j > kmax:
                 j = kmax
         else:
             j = lg
-        acc += j - 1
+        acc += j
         n = r.output_tokens - r.generated_tokens
         if j < n:
             n = j
         gap = now - r.last_token_s
         per = gap / n
-        fn = float(n)
         d0a(per)
-        sta(0.0)
-        na(1)
-        wa(fn)
+        wa(n)  # (an int weight: the same float in ``TBTRecorder.arrays``)
         if ttbt is not None and t >= 0:
-            tr = ttbt[t]
-            tr.d0.append(per)
-            tr.step.append(0.0)
-            tr.n.append(1)
-            tr.w.append(fn)
+            tda[t](per)
+            twa[t](n)
+            tcount[t] += 1
         if per > r.tbt_max_s:
             r.tbt_max_s = per
         r.tbt_sum_s += gap
@@ -73,7 +73,15 @@ def apply_spec(rep: Any, decodes: list, now: float) -> None:
         r.kv_tokens += n
         toks += n
     rep._ui = ui
-    win.spec_proposed += len(decodes) * k
-    win.spec_accepted += acc
+    B = len(decodes)
+    rec.step += [0.0] * B
+    rec.n += [1] * B
+    if ttbt is not None:
+        for tr, c in zip(ttbt, tcount):
+            if c:
+                tr.step += [0.0] * c
+                tr.n += [1] * c
+    win.spec_proposed += B * k
+    win.spec_accepted += acc - B
     win.tokens_out += toks
     win.quality_token_sum += rep.quality * toks
