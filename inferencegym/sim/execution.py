@@ -55,6 +55,7 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     register_gpu_kernel,
 )
 from inferencegym.sim.moe import MoECost, dequant_weight_factor, moe_kernel_efficiency
+from inferencegym.sim.sliding_window import window_keys
 from inferencegym.sim.pipeline import (
     PP_DEGREES,
     microbatch_count,
@@ -334,6 +335,10 @@ class ExecutionModel:
             self._kv_bytes_per_token_layer = 2.0 * self._kv_heads * d * kv_el
             self._attn_flop_per_qk = 4.0 * self._q_heads * d  # QK^T and PV, per query per key
             self._attn_dec_flop_per_qk = self._attn_flop_per_qk
+        # sliding-window layers (gpt-oss; sim/sliding_window.py): window-bounded attention and KV
+        self._sw = m.sliding_window if m.sliding_window_layers else 0
+        self._sw_layers = m.sliding_window_layers if self._sw else 0
+        self._full_layers = m.num_layers - self._sw_layers
         self._attn_pf_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_eff_compute)
         self._attn_pf_ctx_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_ctx_eff_compute)
         self._attn_pf_inv_m = 1.0 / (bw * k.attn_prefill_eff_mem)
@@ -399,8 +404,9 @@ class ExecutionModel:
         self.weight_bytes_per_gpu = float(
             ((m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
              + m.num_layers * 2 * h * _ACT_BYTES) * stage_frac + emb_gpu * _ACT_BYTES + h * _ACT_BYTES)
-        self.kv_bytes_per_token = float(m.num_layers * self._kv_bytes_per_token_layer * stage_frac)
-        """KV bytes per token on one GPU (with pipeline stages: its stage's layers)."""
+        self.kv_bytes_per_token = float(self._full_layers * self._kv_bytes_per_token_layer * stage_frac)
+        """KV bytes per token on one GPU (with pipeline stages: its stage's layers; sliding-window
+        layers hold their window only and are not counted, ``sim/sliding_window.py``)."""
         self._p2p_lat = k.allreduce(2)[0]
         self._p2p_bw = g.intra_node_gbytes_per_s * 1e9
         self._stage_model: ExecutionModel | None = None
@@ -512,8 +518,16 @@ class ExecutionModel:
         self._lm_cache[n_logits] = v
         return v
 
-    def _attn_prefill_layer(self, chunks: Iterable[tuple[int, int]]) -> float:
-        """Prefill attention time of one layer for all chunks of the iteration."""
+    def _attn_prefill_all(self, chunks: Sequence[tuple[int, int]]) -> float:
+        """Prefill attention time of all layers (full-attention and sliding-window ones)."""
+        if not self._sw_layers:
+            return self._layers * self._attn_prefill_layer(chunks)
+        return (self._full_layers * self._attn_prefill_layer(chunks)
+                + self._sw_layers * self._attn_prefill_layer(chunks, self._sw))
+
+    def _attn_prefill_layer(self, chunks: Iterable[tuple[int, int]], window: int = 0) -> float:
+        """Prefill attention time of one layer for all chunks of the iteration (``window``: a
+        sliding-window layer's window, 0: full attention)."""
         k = self.kernel
         total = 0.0
         any_chunk = False
@@ -524,6 +538,12 @@ class ExecutionModel:
             if n <= 0:
                 continue
             any_chunk = True
+            if window:
+                own, cached = window_keys(n, c, window)
+                tc = fpq * own * self._attn_pf_inv_c + fpq * cached * self._attn_pf_ctx_inv_c
+                tm = ((min(c, window) + n) * kvb + n * qo_bytes) * self._attn_pf_inv_m
+                total += (max(tm, tc)) + k.attn_prefill_per_token_s * n
+                continue
             byts = (c + n) * kvb + n * qo_bytes
             tc = fpq * n * 0.5 * (n + 1) * self._attn_pf_inv_c
             tm = byts * self._attn_pf_inv_m
@@ -550,6 +570,10 @@ class ExecutionModel:
     def attention_prefill_layer_s(self, chunks: Sequence[tuple[int, int]]) -> float:
         """Prefill-attention time of one layer for ``(chunk_tokens, context_before)`` chunks."""
         return self._attn_prefill_layer(chunks)
+
+    def _sw_decode_s(self, queries: int, nseq: int) -> float:
+        """Decode attention of the sliding-window layers: each sequence reads its window's KV."""
+        return self._sw_layers * self._attn_decode_slope(queries) * self._sw * nseq
 
     # ------------------------------------------------------------------ public API
     def decode_coeffs(self, decode_batch: int, speculation_depth: int = 0) -> tuple[float, float]:
@@ -591,7 +615,9 @@ class ExecutionModel:
                 a = kern_a if kern_a >= cpu else cpu  # kernels take longer)
             else:
                 a = kern_a + cpu
-            b = f * self._layers * self._attn_decode_slope(q)
+            if self._sw_layers:  # window-bounded layers: a per-sequence term, not per context token
+                a += f * self._sw_decode_s(q, B)
+            b = f * self._full_layers * self._attn_decode_slope(q)
             if kd > 0:
                 da, db = self._draft_pass_coeffs(B)
                 if self.spec_method == "ngram":  # one lookup pass over the sequences, not k
@@ -679,12 +705,16 @@ class ExecutionModel:
         L = self._layers
         gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
         t = (self._token_time(gtok) + self._lm_head_time(len(prefill_chunks) + B * q)
-             + L * self._attn_prefill_layer(prefill_chunks))
+             + self._attn_prefill_all(prefill_chunks))
         if B > 0:
             nd = B * q if (speculation_depth and self._spec_expand) else B  # batch expansion
             nseq += nd - B
-            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
-                      + self._attn_decode_slope(q) * decode_context_tokens)
+            if self._sw_layers:
+                t += (L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd) + self._sw_decode_s(q, B)
+                      + self._full_layers * self._attn_decode_slope(q) * decode_context_tokens)
+            else:
+                t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
+                          + self._attn_decode_slope(q) * decode_context_tokens)
         cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
         if B and speculation_depth and self.engine_overhead:  # speculative bookkeeping per sequence
             cpu += self.engine.spec_per_seq_s * B

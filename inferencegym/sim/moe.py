@@ -13,6 +13,10 @@ iteration of ``n`` batched tokens (the whole replica's):
   :func:`gpu_imbalance`). The grouped GEMMs read the weights of the experts that received at least
   one token, ``experts_on_gpu * (1 - (1 - k/experts)**n)`` of them in expectation, and are timed by
   the calibrated GEMM roofline (``floor + ((F/P)^p + (M/BW)^p)^(1/p)``);
+* **the fused-MoE kernels' fixed time** (:data:`MOE_LAYER_FIXED_S`): besides the two grouped GEMMs
+  and the activation, a MoE layer runs the top-k softmax, the sort of the token-expert pairs by
+  expert (``moe_align_block_size``) and the sum of each token's k outputs: small dependent kernels
+  whose latency sets a 1-token layer's time (fitted on published measured layers, see the constant);
 * **all-to-all** dispatch and combine with expert parallelism: each GPU sends its tokens' hidden
   states to the GPUs of their experts and gets the results back, ``tokens x k x (G-1)/G x hidden``
   bytes each way (dispatch in FP8 when the tier is FP8, as DeepEP does, combine in BF16), over
@@ -42,15 +46,26 @@ direction (deepseek-ai/DeepEP docs/legacy.md)."""
 A2A_RDMA_EFFICIENCY = 43.0 / 50.0
 """DeepEP normal kernels, internode EP16: 43 GB/s of a 400 Gb/s (50 GB/s) CX7 NIC."""
 ACT_BYTES = 2.0
-MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.44, "deepgemm": 1.0}
+MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.45, "deepgemm": 1.0}
 """Compute efficiency of the routed experts' grouped GEMMs relative to the calibrated dense GEMM
 efficiency, by kernel family (``ModelPreset.moe_kernel``). ``triton``: fitted by
 ``python -m inferencegym.sim.calibration.moe_fit`` on a published measured MoE layer (vLLM's
 ``benchmark_moe.py`` on one H200, BF16, 128 experts top-8, tuned configs, compute-bound rows: vLLM
-pull request #44818) and checked out of sample on another (H100, Qwen3-30B-A3B FP8, pull request
+pull request #44818; 0.452 with the layer's fixed time :data:`MOE_LAYER_FIXED_S`, 0.440 before it) and checked out of sample on another (H100, Qwen3-30B-A3B FP8, pull request
 #24700): Triton's fused MoE gathers scattered token rows per expert and runs far below a dense
 GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
 rows of ``docs/bench/models_memory.md``)."""
+
+
+MOE_LAYER_FIXED_S = 15.0e-6
+"""Fixed time of one MoE layer beyond the modelled kernel floors of its two grouped GEMMs and its
+activation: routing top-k, the token sort by expert, the top-k sum and the dependencies between them
+(one GPU, any token count). Fitted by ``python -m inferencegym.sim.calibration.moe_fit``: the median
+of the measured-minus-modelled times of the 1-token rows of three published measured MoE layers on
+one H100 (vLLM ``benchmark_moe.py``): Qwen3-Next-80B FP8 at TP4 (E=512, N=128, top-10: 29.45 us
+measured, pull request #44830), Qwen3-30B-A3B FP8 (44.54 us, #24700) and gpt-oss-120b's shape in
+BF16 with tuned configs (85.24 us, #39902): residuals 15.0 / 20.7 / 11.1 us. A 1-token layer of
+these shapes reads 8-200 MB of weights, so the residual is the fixed part, not bandwidth."""
 
 
 def moe_kernel_efficiency(kernel: str) -> float:
@@ -124,6 +139,7 @@ class MoECost:
                      (f * act_in_bytes + h * ACT_BYTES) * inv_m)
         self.act_per_pair = 3 * f * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
         self.elem_floor = elem_floor_s
+        self.fixed = MOE_LAYER_FIXED_S
         # router (FP16) and shared experts (dense, split by TP inside the rank)
         self.router = (2.0 * h * E * inv_c_fp16, h * E * ACT_BYTES * inv_m, (h + 2 * E) * ACT_BYTES * inv_m)
         fs = m.num_shared_experts * m.moe_ffn_size // t
@@ -175,7 +191,7 @@ class MoECost:
         active = self.experts_gpu * (1.0 - (1.0 - self.k / self.E) ** n_tokens)
         t = self._gemm(self.router, n_rank, 1.0)
         t += self._gemm(self.up, pairs, active) + self._gemm(self.down, pairs, active)
-        t += self.elem_floor + self.act_per_pair * pairs
+        t += self.elem_floor + self.fixed + self.act_per_pair * pairs
         if self.shared:
             t += self._gemm(self.sh_up, n_rank, 1.0) + self._gemm(self.sh_down, n_rank, 1.0)
             t += self.elem_floor + self.sh_act * n_rank

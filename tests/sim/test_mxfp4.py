@@ -100,3 +100,25 @@ def test_moe_kernel_family_sets_the_expert_compute_efficiency():
     # prefill (compute-bound experts) pays the Triton efficiency; batch-1 decode (weight reads) does not
     assert q.prefill_time_s(8192) > 1.2 * fast.prefill_time_s(8192)
     assert q.decode_step_time_s(1, 100) == pytest.approx(fast.decode_step_time_s(1, 100), rel=0.02)
+
+
+def test_moe_layer_fixed_time_is_fitted_on_the_one_token_layers_and_holds_at_eight():
+    """Three published H100 MoE layers at 1 token (8-200 MB of weights): the fit's input; the
+    8-token rows and the gpt-oss-shaped layer at every batch are checks."""
+    from inferencegym.sim.calibration.moe_fit import (
+        CHECK_ROWS_H100_FP8,
+        GPT_OSS_BF16_H100_TUNED,
+        experts_time_us,
+        fit_fixed,
+        fixed_rows,
+    )
+    from inferencegym.sim.moe import MOE_KERNEL_COMPUTE_EFFICIENCY, MOE_LAYER_FIXED_S
+
+    assert fit_fixed() == pytest.approx(MOE_LAYER_FIXED_S, abs=0.5e-6)
+    e = MOE_KERNEL_COMPUTE_EFFICIENCY["triton"]
+    for _label, m, g, q, us in fixed_rows():
+        assert abs(experts_time_us(m, g, q, e, 1) / us - 1) < 0.2
+        assert experts_time_us(m, g, q, e, 1, fixed_s=0.0) < 0.9 * us  # without it: 13-51 % short
+    assert abs(experts_time_us("qwen3-30b-a3b", "h100-80gb", "fp8", e, 8) / CHECK_ROWS_H100_FP8[8] - 1) < 0.25
+    for n, us in GPT_OSS_BF16_H100_TUNED.items():
+        assert abs(experts_time_us("gpt-oss-120b", "h100-80gb", "fp16", e, n) / us - 1) < 0.1, n
