@@ -83,16 +83,27 @@ def _sharegpt_like(n: int, sigma: float, seed: int = 0) -> list[tuple[int, int]]
     return list(zip(out[0].tolist(), out[1].tolist()))
 
 
+def _engine(model: str, gpu: str, quant: str, tp: int = 1, pp: int = 1, sync: bool = False) -> ExecutionModel:
+    """The ``vllm-v1`` execution model; ``sync``: scheduling synchronously, as every vLLM before
+    v0.14 did by default (async scheduling became the default in v0.14, vllm-project/vllm#27614;
+    GPUStack's "optimized" runs add ``--async-scheduling`` to its v0.10.2 baseline), so the
+    step's CPU work adds to its kernels instead of overlapping them."""
+    m = ExecutionModel.from_preset(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp,
+                                   pipeline_parallel=pp)
+    return m._replace(engine=m.engine.synchronous()) if sync else m
+
+
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
-           lengths: list[tuple[int, int]] | None = None, pp: int = 1) -> dict:
+           lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
-    max_num_batched_tokens), 1,024 seqs."""
+    max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`."""
     lengths = lengths or [(pin, pout)] * n
     reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=o) for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
                        chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp)
-    c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0))
+    c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
+                execution_model=_engine(model, gpu, quant, tp, pp, sync))
     c.submit(reqs)
     c.drain()
     r = c.results()
@@ -110,31 +121,34 @@ output tokens of the random datasets, measured total tok/s and mean TPOT ms."""
 
 
 def moe_rows() -> None:
-    """gpt-oss-120b (MXFP4 against the int4 stand-in) and Qwen3-30B-A3B against published runs."""
-    print(_row("case", "published", "int4 stand-in", "mxfp4", "error (mxfp4)"))
-    print(_row(*["---"] * 5))
+    """gpt-oss-120b (MXFP4) and Qwen3-30B-A3B against published runs; vLLM before v0.14 scheduled
+    synchronously (``sync``, :func:`_engine`), the 2026 run of PR #44220 asynchronously."""
+    print(_row("case", "published", "simulated", "error"))
+    print(_row(*["---"] * 4))
     for n, pin, pout, tot, tpot in GPUSTACK_H100:
-        a = _burst("gpt-oss-120b", "h100-80gb", "int4", 1, n, pin, pout, 8192)
-        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192)
-        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, total tok/s", f"{tot:,.0f}", f"{a['total']:,.0f}",
-                   f"{b['total']:,.0f}", _err(b["total"], tot)))
-        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{a['tpot_ms']:.1f}",
-                   f"{b['tpot_ms']:.1f}", _err(b["tpot_ms"], tpot)))
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, sync=True)
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, total tok/s", f"{tot:,.0f}", f"{b['total']:,.0f}",
+                   _err(b["total"], tot)))
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{b['tpot_ms']:.1f}",
+                   _err(b["tpot_ms"], tpot)))
     for sigma in (0.8, 1.1):
         lengths = _sharegpt_like(1000, sigma)
-        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths)
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths, sync=True)
         print(_row(f"gpt-oss-120b H100, 1000 ShareGPT-like (lognormal sd {sigma}), total tok/s / mean / p50 TPOT ms",
-                   "6,095 / 54.1 / 47.6", "-", f"{b['total']:,.0f} / {b['tpot_ms']:.1f} / {b['tpot_p50_ms']:.1f}",
+                   "6,095 / 54.1 / 47.6", f"{b['total']:,.0f} / {b['tpot_ms']:.1f} / {b['tpot_p50_ms']:.1f}",
                    f"{_err(b['total'], 6095.37)} / {_err(b['tpot_ms'], 54.10)} / {_err(b['tpot_p50_ms'], 47.57)}"))
-    for quant in ("int4", "mxfp4"):
-        g = ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization=quant)
-        print(f"gpt-oss {quant}: decode step at batch 4, 340-token contexts {1e3 * g.decode_step_time_s(4, 340):.2f} ms"
-              f" (GPUStack ShareGPT at concurrency 4: mean TPOT 8.31 ms); batch 8, 100 tokens "
-              f"{1e3 * g.decode_step_time_s(8, 100):.2f} ms; weights {g.weight_bytes_per_gpu / 1e9:.1f} GB")
-    a = ExecutionModel.from_preset(model="qwen3-30b-a3b", gpu="a100-80gb")
-    print(f"qwen3-30b-a3b A100 TP1 BF16: decode step at batch 1, 200-token context "
-          f"{1e3 * a.decode_step_time_s(1, 200):.2f} ms (Tenstorrent tt-inference-server issue #340, vLLM on A100, "
-          f"128/128 at concurrency 1: TPOT 9.6 ms; {_err(a.decode_step_time_s(1, 200), 9.6e-3)})")
+    g = _engine("gpt-oss-120b", "h100-80gb", "mxfp4", sync=True)
+    print(_row("gpt-oss-120b H100, decode step at batch 4, 340-token contexts (GPUStack ShareGPT at concurrency 4: "
+               "mean TPOT) ms", "8.31", f"{1e3 * g.decode_step_time_s(4, 340):.2f}",
+               _err(g.decode_step_time_s(4, 340), 8.31e-3)))
+    print(_row("gpt-oss-120b H100, decode step at batch 8, 100-token contexts (vLLM PR #27523 bench latency, "
+               "Marlin) ms", "9.1", f"{1e3 * g.decode_step_time_s(8, 100):.2f}",
+               _err(g.decode_step_time_s(8, 100), 9.1e-3)))
+    print(f"gpt-oss-120b mxfp4 on H100: weights {g.weight_bytes_per_gpu / 1e9:.1f} GB, KV capacity "
+          f"{g.kv_capacity_tokens():,} tokens (full-attention layers)")
+    a = _engine("qwen3-30b-a3b", "a100-80gb", "fp16", sync=True)
+    print(_row("qwen3-30b-a3b A100 TP1 BF16, 128/128 at concurrency 1, TPOT ms (tt-inference-server #340)", "9.6",
+               f"{1e3 * a.decode_step_time_s(1, 200):.2f}", _err(a.decode_step_time_s(1, 200), 9.6e-3)))
     q = _burst("qwen3-30b-a3b", "h200-141gb", "fp16", 2, 1000, 1024, 128, 16384)
     print(f"qwen3-30b-a3b H200 TP2 BF16, 1000 x 1024/128 offline: {q['total']:,.0f} total tok/s "
           f"(vLLM PR #44220, triton MoE: 57,822; {_err(q['total'], 57821.92)})")

@@ -54,7 +54,7 @@ from inferencegym.sim.execution_params import (  # noqa: F401  (re-exported: the
     load_calibration,
     register_gpu_kernel,
 )
-from inferencegym.sim.moe import MoECost, dequant_weight_factor, moe_kernel_efficiency
+from inferencegym.sim.moe import MXFP4_HOPPER_PAD, MoECost, dequant_weight_factor, moe_kernel_efficiency
 from inferencegym.sim.sliding_window import window_keys
 from inferencegym.sim.pipeline import (
     PP_DEGREES,
@@ -370,13 +370,14 @@ class ExecutionModel:
         # mixture of experts (sim/moe.py)
         self._moe = None
         if m.is_moe:
-            x_wb, x_a_in, x_inv_c, x_wfac = wb, a_in, inv_c, 1.0
+            x_wb, x_a_in, x_inv_c, x_wfac, x_pad = wb, a_in, inv_c, 1.0, (1, 1)
             if qx.experts_only:
                 x_wb, x_wfac = qx.weight_bytes_per_param, 1.0
                 if g.fp4_tflops > 0:  # native FP4 operands, MXFP8 activations: the FP8 MMA rate
                     x_a_in = 1.0
                     x_inv_c = 1.0 / (g.fp8_tflops * FP8_COMPUTE_EFFICIENCY * 1e12 * k.gemm_eff_compute)
-                else:  # upconverted to BF16 in the kernel (W4A16)
+                else:  # upconverted to BF16 in the kernel (W4A16; Marlin's padded layout)
+                    x_pad = MXFP4_HOPPER_PAD
                     x_inv_c = qx.gemm_compute_overhead / (self._peak_fp16 * k.gemm_eff_compute)
                     x_wfac = dequant_weight_factor(
                         instr_per_weight=qx.dequant_instr_per_weight, weight_bytes=x_wb,
@@ -389,7 +390,7 @@ class ExecutionModel:
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
                 a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
                 weight_time_factor=x_wfac,
-                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel))
+                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel), pad_to=x_pad)
         # memory
         lin_params_gpu = sum(kk * nn for kk, nn in gemms)
         attn_params_gpu = sum(kk * nn for kk, nn in gemms[:2])
@@ -412,6 +413,8 @@ class ExecutionModel:
         self._stage_model: ExecutionModel | None = None
         self.activation_reserve_bytes = float(
             GIB + self.max_batched_tokens * (h + qk + 3 * f_g) * _ACT_BYTES)
+        if self._moe is not None:  # the fused-MoE buffers of the largest batch
+            self.activation_reserve_bytes += self._moe.workspace_bytes(self.max_batched_tokens)
         free = g.memory_bytes * self.gpu_memory_utilization - self.weight_bytes_per_gpu \
             - self.activation_reserve_bytes
         if free <= 0 and self._check_memory:

@@ -68,6 +68,22 @@ BF16 with tuned configs (85.24 us, #39902): residuals 15.0 / 20.7 / 11.1 us. A 1
 these shapes reads 8-200 MB of weights, so the residual is the fixed part, not bandwidth."""
 
 
+MXFP4_HOPPER_PAD = (256, 128)
+"""Padding of MXFP4 expert weights on a GPU without FP4 tensor cores (Hopper): vLLM runs them with
+the Marlin W4A16 MoE kernel ("Weight-only FP4 compression will be used leveraging the Marlin
+kernel. This may degrade performance for compute-heavy workloads", ``marlin_utils_fp4.py``), which
+needs every expert GEMM's n % 256 == 0 and k % 128 == 0, so ``Mxfp4MoEMethod.create_weights`` rounds
+the hidden size up to a multiple of 256 and the expert intermediate size to one of 128 (vLLM
+``model_executor/layers/quantization/mxfp4.py``). gpt-oss-120b: 2880 -> 3072 and 2880 -> 2944,
+9 % more expert weights: 70.7 GB in all, against the 65.97 GiB (70.8 GB) vLLM logged loading it on
+one H100 (vllm-project/vllm#23278, v0.10.1; the Triton backend of v0.14 logged 64.38 GiB, #33155).
+The kernels stream and multiply the padded weights. (hidden, expert intermediate) multiples."""
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
 def moe_kernel_efficiency(kernel: str) -> float:
     """:data:`MOE_KERNEL_COMPUTE_EFFICIENCY` of ``kernel`` (ValueError listing the families)."""
     try:
@@ -109,9 +125,11 @@ class MoECost:
                  expert_parallel: int, weight_bytes: float, act_in_bytes: float, inv_c: float,
                  inv_c_fp16: float, inv_m: float, gemm_p: float, gemm_floor_s: float,
                  act_eff_mem: float, elem_floor_s: float, a2a_latency_s: float,
-                 weight_time_factor: float = 1.0, grouped_compute_efficiency: float = 1.0) -> None:
+                 weight_time_factor: float = 1.0, grouped_compute_efficiency: float = 1.0,
+                 pad_to: tuple[int, int] = (1, 1)) -> None:
         m, t, ep = model, int(tensor_parallel), int(expert_parallel)
         h, E, k = m.hidden_size, m.num_experts, m.experts_per_token
+        h_x = _round_up(h, pad_to[0])  # the routed experts' hidden size as the kernel stores it
         self.k, self.E = k, E
         self.dp = ep
         self.gpus = t * ep
@@ -127,15 +145,19 @@ class MoECost:
             self.experts_gpu = E
             f = m.moe_ffn_size // t
             self.pair_share = 1.0
+        f_x = _round_up(f, pad_to[1])
+        # fused-MoE workspace per routed token-expert pair (vLLM ``fused_experts``: the gate-up output
+        # and the down output share one buffer of max(2f, h), the activation output f; BF16)
+        self.workspace_per_pair = (max(2 * f_x, h_x) + f_x) * ACT_BYTES
         # routed experts: per pair (FLOPs and activation bytes) and per active expert (weights,
         # slowed by an in-kernel dequantisation that does not overlap the loads, see
         # :func:`dequant_weight_factor`)
         w_inv_m = inv_m * weight_time_factor
         self.grouped_compute_efficiency = float(grouped_compute_efficiency)
         g_inv_c = inv_c / grouped_compute_efficiency
-        self.up = (2.0 * h * 2 * f * g_inv_c, h * 2 * f * weight_bytes * w_inv_m,
+        self.up = (2.0 * h_x * 2 * f_x * g_inv_c, h_x * 2 * f_x * weight_bytes * w_inv_m,
                    (h * act_in_bytes + 2 * f * ACT_BYTES) * inv_m)
-        self.down = (2.0 * f * h * g_inv_c, f * h * weight_bytes * w_inv_m,
+        self.down = (2.0 * f_x * h_x * g_inv_c, f_x * h_x * weight_bytes * w_inv_m,
                      (f * act_in_bytes + h * ACT_BYTES) * inv_m)
         self.act_per_pair = 3 * f * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
         self.elem_floor = elem_floor_s
@@ -167,8 +189,13 @@ class MoECost:
             self.a2a_per_token = 0.0
             self.a2a_lat = 0.0
         # weights per GPU of one MoE layer (parameters, and bytes at the tier)
-        self.weight_bytes_gpu = (self.experts_gpu * 3 * h * f * weight_bytes
+        self.weight_bytes_gpu = (self.experts_gpu * 3 * h_x * f_x * weight_bytes
                                  + 3 * h * fs * weight_bytes + h * E * ACT_BYTES)
+
+    def workspace_bytes(self, n_tokens: int) -> float:
+        """GPU memory of the fused-MoE intermediate buffers for an iteration of ``n_tokens`` (the
+        engine's profiling run allocates them at its largest batch, ahead of the KV cache)."""
+        return n_tokens * self.k * self.pair_share * self.workspace_per_pair
 
     def _gemm(self, terms: tuple[float, float, float], pairs: float, active: float) -> float:
         fc, wt, at = terms
