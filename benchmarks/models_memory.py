@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|pp|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|kv|pp|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -94,14 +94,15 @@ def _engine(model: str, gpu: str, quant: str, tp: int = 1, pp: int = 1, sync: bo
 
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
-           lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False) -> dict:
+           lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
+           kv_fraction: float = 0.9) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
     max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`."""
     lengths = lengths or [(pin, pout)] * n
     reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=o) for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
-                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp)
+                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
     c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
                 execution_model=_engine(model, gpu, quant, tp, pp, sync))
     c.submit(reqs)
@@ -152,6 +153,25 @@ def moe_rows() -> None:
     q = _burst("qwen3-30b-a3b", "h200-141gb", "fp16", 2, 1000, 1024, 128, 16384)
     print(f"qwen3-30b-a3b H200 TP2 BF16, 1000 x 1024/128 offline: {q['total']:,.0f} total tok/s "
           f"(vLLM PR #44220, triton MoE: 57,822; {_err(q['total'], 57821.92)})")
+
+
+def kv_rows() -> None:
+    """Sensitivity of the gpt-oss-120b rows to the KV memory: the same runs with the KV cache at 90 %
+    (the default), 60 % and 40 % of the memory the simulator leaves after weights and activations."""
+    g = _engine("gpt-oss-120b", "h100-80gb", "mxfp4", sync=True)
+    fr = (0.9, 0.6, 0.4)
+    print(_row("case (published)", *[f"KV {f:.0%}: {g._kv_free_bytes * f / 1e9:.1f} GB, total / mean TPOT" for f in fr]))
+    print(_row(*["---"] * 4))
+    cases = [(f"{n} x {pin}/{pout} ({tot:,.0f} / {tpot:.1f} ms)", n, pin, pout, None, tot, tpot)
+             for n, pin, pout, tot, tpot in GPUSTACK_H100]
+    cases += [(f"ShareGPT-like sd {s} (6,095 / 54.1 ms)", 1000, 0, 0, _sharegpt_like(1000, s), 6095.37, 54.10)
+              for s in (0.8, 1.1)]
+    for label, n, pin, pout, lengths, tot, tpot in cases:
+        cells = []
+        for f in fr:
+            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, lengths, sync=True, kv_fraction=f)
+            cells.append(f"{_err(b['total'], tot)} / {_err(b['tpot_ms'], tpot)}")
+        print(_row(label, *cells))
 
 
 GPUSTACK_PARALLEL = {"TP1": (1, 1, 6325.41, 52.66), "TP2": (2, 1, 16042.19, 86.54), "PP2": (1, 2, 11198.56, 115.37)}
@@ -254,12 +274,15 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "moe", "pp", "cpu", "routers", "speed", "all"), default="all")
+    ap.add_argument("--part", choices=("published", "moe", "kv", "pp", "cpu", "routers", "speed", "all"),
+                    default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
         published()
     if a.part in ("moe", "all"):
         moe_rows()
+    if a.part in ("kv", "all"):
+        kv_rows()
     if a.part in ("pp", "all"):
         pp_rows()
     if a.part in ("cpu", "all"):
