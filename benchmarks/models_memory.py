@@ -72,15 +72,22 @@ def published() -> None:
 
 
 def _sharegpt_like(n: int, sigma: float, seed: int = 0) -> list[tuple[int, int]]:
-    """``n`` (prompt, output) pairs, lognormal with the means GPUStack's 1,000 ShareGPT prompts had
-    (215,312 input and 195,544 output tokens) and log-sd ``sigma`` (an assumption: ShareGPT's length
-    shape is not in the repository), outputs capped at 4,000."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for mean, cap in ((215.312, 100_000), (195.544, 4000)):
-        x = rng.lognormal(np.log(mean) - sigma * sigma / 2, sigma, n)
-        out.append(np.minimum(np.maximum(1, np.rint(x)), cap).astype(int))
-    return list(zip(out[0].tolist(), out[1].tolist()))
+    """``n`` (prompt, output) pairs, lognormal with log-sd ``sigma`` (an assumption: ShareGPT's length
+    shape is not in the repository), kept as vLLM's benchmark keeps ShareGPT conversations
+    (``is_valid_sequence``: prompt and output >= 4 tokens, prompt <= 1,024, prompt + output <= 2,048)
+    and with the means GPUStack's 1,000 ShareGPT prompts had (215,312 input and 195,544 output
+    tokens; the log-means are moved until the kept pairs match them)."""
+    target = (215.312, 195.544)
+    mu = [np.log(t) - sigma * sigma / 2 for t in target]
+    for _ in range(30):
+        rng = np.random.default_rng(seed)
+        p = np.maximum(1, np.rint(rng.lognormal(mu[0], sigma, 8 * n))).astype(int)
+        o = np.maximum(1, np.rint(rng.lognormal(mu[1], sigma, 8 * n))).astype(int)
+        keep = (p >= 4) & (o >= 4) & (p <= 1024) & (p + o <= 2048)
+        p, o = p[keep][:n], o[keep][:n]
+        mu[0] += float(np.log(target[0] / p.mean()))
+        mu[1] += float(np.log(target[1] / o.mean()))
+    return list(zip(p.tolist(), o.tolist()))
 
 
 def _engine(model: str, gpu: str, quant: str, tp: int = 1, pp: int = 1, sync: bool = False) -> ExecutionModel:
@@ -93,14 +100,26 @@ def _engine(model: str, gpu: str, quant: str, tp: int = 1, pp: int = 1, sync: bo
     return m._replace(engine=m.engine.synchronous()) if sync else m
 
 
+HARMONY_PROMPT_TOKENS = 67
+"""Tokens vLLM's chat endpoint adds to every gpt-oss prompt (GPUStack benchmarks with ``vllm bench
+serve --backend openai-chat --endpoint /v1/chat/completions``, which counts the dataset's tokens, not
+these): the harmony system message ("You are ChatGPT, a large language model trained by OpenAI.",
+knowledge cutoff, current date, "Reasoning: medium", "# Valid channels: analysis, commentary,
+final. Channel must be included for every message.", ~57 tokens), the start/role/message/end
+markers of the system and user turns (8) and the assistant header (2). Counted by hand in o200k
+(no tokenizer here): +-5 tokens."""
+
+
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
            lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
-           kv_fraction: float = 0.9) -> dict:
+           kv_fraction: float = 0.9, prompt_extra: int = 0) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
-    max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`."""
+    max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
+    server adds to every prompt (a chat template), simulated but not credited to the throughput."""
     lengths = lengths or [(pin, pout)] * n
-    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=o) for i, (p, o) in enumerate(lengths)]
+    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p + prompt_extra, output_tokens=o)
+            for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
                        chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
     c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
@@ -114,11 +133,27 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
             "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok]))}
 
 
-GPUSTACK_H100 = ((100, 32000, 100, 16136.57, 23.99), (500, 4000, 200, 14247.47, 31.70),
-                 (500, 2000, 100, 14385.69, 41.35), (1000, 128, 4, 17059.15, 304.80))
+GPUSTACK_H100 = ((100, 32000, 100, 3_200_000, 9_877, 16136.57, 23.99),
+                 (500, 4000, 200, 1_999_249, 67_205, 14247.47, 31.70),
+                 (500, 2000, 100, 999_120, 49_197, 14385.69, 41.35),
+                 (1000, 128, 4, 127_755, 4_000, 17059.15, 304.80))
 """GPUStack performance lab, "Optimizing GPT-OSS-120B Throughput on NVIDIA H100 GPUs", baseline
-(``vllm serve openai/gpt-oss-120b --max-model-len 32768``, vLLM 0.10.2, 1 H100): requests, input and
-output tokens of the random datasets, measured total tok/s and mean TPOT ms."""
+(``vllm serve openai/gpt-oss-120b --max-model-len 32768``, vLLM 0.10.2, 1 H100; the page's
+"Baseline benchmark results" in gpustack/gpustack ``docs/performance-lab/gpt-oss-120b/h100.md``):
+requests, nominal input and output tokens of the random datasets, the run's total input and
+generated tokens (without ``--ignore-eos`` the model stopped early: 134 of 200 output tokens on
+average at 4,000/200), measured total tok/s and mean TPOT ms."""
+
+
+def _even(total: int, n: int) -> list[int]:
+    """``total`` split over ``n`` requests as evenly as integers allow."""
+    q, r = divmod(total, n)
+    return [q + (i < r) for i in range(n)]
+
+
+def _gpustack_lengths(n: int, in_total: int, out_total: int) -> list[tuple[int, int]]:
+    """The run's totals spread evenly over its requests (each request's own lengths are not published)."""
+    return list(zip(_even(in_total, n), _even(out_total, n)))
 
 
 def moe_rows() -> None:
@@ -126,15 +161,17 @@ def moe_rows() -> None:
     synchronously (``sync``, :func:`_engine`), the 2026 run of PR #44220 asynchronously."""
     print(_row("case", "published", "simulated", "error"))
     print(_row(*["---"] * 4))
-    for n, pin, pout, tot, tpot in GPUSTACK_H100:
-        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, sync=True)
+    for n, pin, pout, tin, tout, tot, tpot in GPUSTACK_H100:
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, _gpustack_lengths(n, tin, tout),
+                   sync=True, prompt_extra=HARMONY_PROMPT_TOKENS)
         print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, total tok/s", f"{tot:,.0f}", f"{b['total']:,.0f}",
                    _err(b["total"], tot)))
         print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{b['tpot_ms']:.1f}",
                    _err(b["tpot_ms"], tpot)))
     for sigma in (0.8, 1.1):
         lengths = _sharegpt_like(1000, sigma)
-        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths, sync=True)
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths, sync=True,
+                   prompt_extra=HARMONY_PROMPT_TOKENS)
         print(_row(f"gpt-oss-120b H100, 1000 ShareGPT-like (lognormal sd {sigma}), total tok/s / mean / p50 TPOT ms",
                    "6,095 / 54.1 / 47.6", f"{b['total']:,.0f} / {b['tpot_ms']:.1f} / {b['tpot_p50_ms']:.1f}",
                    f"{_err(b['total'], 6095.37)} / {_err(b['tpot_ms'], 54.10)} / {_err(b['tpot_p50_ms'], 47.57)}"))
@@ -162,14 +199,15 @@ def kv_rows() -> None:
     fr = (0.9, 0.6, 0.4)
     print(_row("case (published)", *[f"KV {f:.0%}: {g._kv_free_bytes * f / 1e9:.1f} GB, total / mean TPOT" for f in fr]))
     print(_row(*["---"] * 4))
-    cases = [(f"{n} x {pin}/{pout} ({tot:,.0f} / {tpot:.1f} ms)", n, pin, pout, None, tot, tpot)
-             for n, pin, pout, tot, tpot in GPUSTACK_H100]
+    cases = [(f"{n} x {pin}/{pout} ({tot:,.0f} / {tpot:.1f} ms)", n, pin, pout, _gpustack_lengths(n, tin, tout),
+              tot, tpot) for n, pin, pout, tin, tout, tot, tpot in GPUSTACK_H100]
     cases += [(f"ShareGPT-like sd {s} (6,095 / 54.1 ms)", 1000, 0, 0, _sharegpt_like(1000, s), 6095.37, 54.10)
               for s in (0.8, 1.1)]
     for label, n, pin, pout, lengths, tot, tpot in cases:
         cells = []
         for f in fr:
-            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, lengths, sync=True, kv_fraction=f)
+            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, lengths, sync=True, kv_fraction=f,
+                       prompt_extra=HARMONY_PROMPT_TOKENS)
             cells.append(f"{_err(b['total'], tot)} / {_err(b['tpot_ms'], tpot)}")
         print(_row(label, *cells))
 
@@ -186,8 +224,8 @@ def pp_rows() -> None:
     print(_row(*["---"] * 6))
     sims = {}
     for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
-        sims[name] = [_burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, s), pp=pp)
-                      for s in (0.8, 1.1)]
+        sims[name] = [_burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, s), pp=pp,
+                             prompt_extra=HARMONY_PROMPT_TOKENS) for s in (0.8, 1.1)]
     for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
         a, b = sims[name]
         ra, rb = (a["total"] / sims["TP1"][0]["total"], b["total"] / sims["TP1"][1]["total"])
