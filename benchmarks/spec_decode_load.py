@@ -48,7 +48,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vllm_published import SHAREGPT_POOL, burst_lengths  # noqa: E402
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig  # noqa: E402
-from inferencegym.sim.execution import ExecutionModel, expected_tokens_per_step  # noqa: E402
+from inferencegym.sim.execution import ExecutionModel  # noqa: E402
+from inferencegym.sim.execution_spec import expected_tokens_per_step  # noqa: E402
 from inferencegym.sim.request import Request  # noqa: E402
 from inferencegym.sim.spec_acceptance import acceptance_alpha  # noqa: E402
 

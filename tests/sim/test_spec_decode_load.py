@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from inferencegym.sim.execution import ExecutionModel, expected_tokens_per_step
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_spec import expected_tokens_per_step
 from inferencegym.sim.spec_acceptance import ACCEPTANCE, acceptance_alpha, alpha_from_length
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
