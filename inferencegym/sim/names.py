@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .batching import SCHEDULERS
 from .config import ClusterConfig, ReplicaConfig
-from .execution import ENGINE_PROFILES
+from .execution_params import ENGINE_PROFILES
 from .router import ROUTERS
 
 
