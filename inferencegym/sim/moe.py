@@ -51,9 +51,10 @@ MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.45, "deepgemm": 1.0}
 efficiency, by kernel family (``ModelPreset.moe_kernel``). ``triton``: fitted by
 ``python -m inferencegym.sim.calibration.moe_fit`` on a published measured MoE layer (vLLM's
 ``benchmark_moe.py`` on one H200, BF16, 128 experts top-8, tuned configs, compute-bound rows: vLLM
-pull request #44818; 0.452 with the layer's fixed time :data:`MOE_LAYER_FIXED_S`, 0.440 before it) and checked out of sample on another (H100, Qwen3-30B-A3B FP8, pull request
-#24700): Triton's fused MoE gathers scattered token rows per expert and runs far below a dense
-GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
+pull request #44818; 0.452 with the layer's fixed time :data:`MOE_LAYER_FIXED_S`, 0.440 before it)
+and checked out of sample on others (H100: gpt-oss-120b's shape in BF16, #39902, within 6 %;
+Qwen3-30B-A3B FP8, #24700): Triton's fused MoE gathers scattered token rows per expert and runs far
+below a dense GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
 rows of ``docs/bench/models_memory.md``)."""
 
 
