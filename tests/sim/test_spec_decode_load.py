@@ -125,6 +125,27 @@ def test_slow_down_at_the_highest_qps_within_the_band(replay):
         assert abs(replay[key]["error"]) <= BAND, replay[key]
 
 
+def test_v0_refuses_chunked_prefill_while_speculating_and_changes_nothing():
+    import numpy as np
+
+    from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig
+
+    def cfg(**kw):
+        base = dict(model="llama-3-8b", gpu="h100-80gb", draft_model="ngram", engine_profile="vllm-v0")
+        return ClusterConfig(replica=ReplicaConfig(**{**base, **kw}), num_replicas=1)
+
+    with pytest.raises(ValueError, match="cannot chunk prefills while it speculates.*scheduler='vllm'"):
+        Cluster(cfg(scheduler="sarathi", speculation_depth=4), rng=np.random.default_rng(0))
+    cl = Cluster(cfg(scheduler="sarathi", speculation_depth=0), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="vLLM V0 before v0.6.4"):
+        cl.apply_replica_config(speculation_depth=4)
+    assert cl.replicas[0].cfg.speculation_depth == 0
+    cl.apply_replica_config(scheduler="vllm", speculation_depth=4)  # prefill-first: allowed
+    assert cl.replicas[0].cfg.speculation_depth == 4
+    Cluster(cfg(scheduler="sarathi", speculation_depth=4, engine_profile="vllm-v1"),
+            rng=np.random.default_rng(0))  # V1 chunks while it speculates
+
+
 def test_the_proposer_is_a_replica_setting_and_bad_names_say_what_is_valid():
     import numpy as np
 
