@@ -62,3 +62,12 @@ def test_recent_values_p90_follows_every_append(maxlen):
         if rnd.random() < 0.4:
             assert rv.p90() == p90(list(rv))
             assert rv.p90() == p90(list(rv))  # the cached answer
+
+
+def test_window_mean_of_one_replica_is_numpys():
+    from inferencegym.sim.window_metrics import _mean
+
+    rng = np.random.default_rng(3)
+    for _ in range(1000):
+        xs = rng.random(int(rng.integers(1, 5))).tolist()
+        assert _mean(xs) == float(np.mean(xs))
