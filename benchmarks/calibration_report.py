@@ -25,7 +25,8 @@ import pandas as pd
 from inferencegym.sim.calibration import evaluate as E
 from inferencegym.sim.calibration import reference as R
 from inferencegym.sim.calibration_error import load_error_table
-from inferencegym.sim.execution import ExecutionModel, expected_tokens_per_step
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_spec import expected_tokens_per_step
 
 ERROR_JSON = Path(__file__).resolve().parents[1] / "inferencegym" / "data" / "calibration_error.json"
 

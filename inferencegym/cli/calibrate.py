@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from inferencegym.cli.output import print_table
-from inferencegym.sim import execution
+from inferencegym.sim import execution_params
 from inferencegym.sim import presets as P
 
 
@@ -105,8 +105,8 @@ def register(app: typer.Typer) -> None:
                 evaluate as E,  # lazy: imports scipy.optimize and pandas (~1.7 s); not at start-up
             )
 
-            execution.load_calibration.cache_clear()
-            execution._params_for.cache_clear()
+            execution_params.load_calibration.cache_clear()
+            execution_params._params_for.cache_clear()
             table = Table(title="calibration error (MAPE / max APE, %)")
             for c in ("data", "held out", "MAPE", "max", "rows"):
                 table.add_column(c)

@@ -110,7 +110,7 @@ class ReplicaConfig:
     """Host-to-GPU bandwidth per GPU for CPU-tier offloads and reloads, GB/s (PCIe 4.0 x16)."""
     engine_profile: str = "vllm-v1"
     """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md);
-    a name of ``execution.ENGINE_PROFILES``, checked when the cluster is built."""
+    a name of ``execution_params.ENGINE_PROFILES``, checked when the cluster is built."""
     scheduler: str = DEFAULT_KNOBS.scheduler
     """Batching policy: vllm (prefill-first), sarathi (chunked prefill) or static (request-level);
     a name of ``batching.SCHEDULERS``, checked when the cluster is built."""

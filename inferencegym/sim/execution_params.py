@@ -172,6 +172,12 @@ class EngineParams:
     multi-step does not support it), so ``vllm-v0`` charges its speculative steps the per-sequence
     Python cost of the 2023 engines (``vllm-2023``'s ``per_seq_s``, fitted on SplitwiseSim's measured
     times): a hypothesis, with its evidence and sensitivity in docs/bench/fidelity.md. 0: none."""
+    spec_chunked_prefill: bool = True
+    """Whether the engine can chunk prefills while it speculates. vLLM V0 could not before v0.6.4
+    (``SpecDecodeWorker`` scored decode-only batches; vllm-project/vllm#9291, opened 2024-10-11, first
+    combined them), so a V0 replica that speculates prefills whole prompts first (``scheduler="vllm"``);
+    ``sim/names.py`` refuses ``scheduler="sarathi"`` with ``speculation_depth > 0`` on such an engine.
+    True: no constraint (V1 always chunks)."""
     ngram_per_seq_s: float | None = None
     """CPU time of the n-gram (prompt-lookup) proposer per sequence and speculative step; None: the
     engine's ``per_seq_s`` (vLLM V1's numba proposer, ~20 us a call). vLLM V0 (``NGramWorker.
@@ -242,7 +248,8 @@ def engine_params(profile: str) -> EngineParams:
         v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
                                    api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
-                                   spec_batch_expansion=True, ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),
+                                   spec_batch_expansion=True, spec_chunked_prefill=False,
+                                   ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),
                                    spec_per_seq_s=float(load_calibration()["engines"]["vllm-2023"]["per_seq_s"]))
     return EngineParams.from_dict(load_calibration()["engines"][profile])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .batching import SCHEDULERS
 from .config import ClusterConfig, ReplicaConfig
-from .execution import ENGINE_PROFILES
+from .execution_params import ENGINE_PROFILES, engine_params
 from .router import ROUTERS
 
 
@@ -20,9 +20,16 @@ def _check(name: str, kind: str, valid) -> None:
 
 
 def check_replica_names(cfg: ReplicaConfig) -> None:
-    """The scheduler and engine profile of ``cfg`` are registered (ValueError otherwise)."""
+    """The scheduler and engine profile of ``cfg`` are registered and the engine can run the
+    scheduler as configured (ValueError otherwise)."""
     _check(cfg.engine_profile, "engine_profile", ENGINE_PROFILES)
     _check(cfg.scheduler, "scheduler", SCHEDULERS)
+    if (cfg.speculation_depth > 0 and cfg.scheduler == "sarathi"
+            and not engine_params(cfg.engine_profile).spec_chunked_prefill):
+        raise ValueError(f"engine_profile {cfg.engine_profile!r} cannot chunk prefills while it speculates "
+                         f"(vLLM V0 before v0.6.4), got scheduler='sarathi' with speculation_depth="
+                         f"{cfg.speculation_depth}; use scheduler='vllm', speculation_depth=0 or "
+                         f"engine_profile='vllm-v1'")
 
 
 def check_cluster_names(cfg: ClusterConfig) -> None:

@@ -19,7 +19,9 @@ import numpy as np
 
 from inferencegym.workload.stats import trace_stats
 
-from .arrivals import arrival_from_dict, fit_markov_bins, fit_renewal
+from .arrival_registry import arrival_from_dict
+from .arrivals import fit_renewal
+from .arrivals_markov import fit_markov_bins
 from .lengths import fit_copula_lengths, fit_parametric_lengths, lengths_from_dict
 from .trace import Workload
 

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from inferencegym.sim.execution import ExecutionModel, load_calibration
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_params import load_calibration
 from inferencegym.sim.presets import get_gpu, get_model, list_gpus, list_models
 
 TARGETS = ["llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b"]

@@ -11,11 +11,8 @@ import pytest
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
 from inferencegym.sim.calibration import evaluate as E
 from inferencegym.sim.calibration import reference as R
-from inferencegym.sim.execution import (
-    DEFAULT_ENGINE_PROFILE,
-    ENGINE_PROFILES,
-    ExecutionModel,
-)
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_params import DEFAULT_ENGINE_PROFILE, ENGINE_PROFILES
 
 
 def test_engine_profiles_names_default_and_alias():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from inferencegym.sim import Cluster, Request, TenantSpec
-from inferencegym.sim.execution import expected_tokens_per_step
+from inferencegym.sim.execution_spec import expected_tokens_per_step
 
 from sim_util import cfg, clone, poisson_requests, run
 

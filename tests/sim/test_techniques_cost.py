@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferencegym.sim.execution import ExecutionModel, expected_tokens_per_step
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_spec import expected_tokens_per_step
 from inferencegym.sim.presets import get_quantization, list_gpus, list_quantizations
 
 ALPHA, K = 0.8, 4

@@ -7,8 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from inferencegym.workload.arrivals import (Diurnal, EmpiricalRate, GammaRenewal, OnOffMMPP, Poisson,
-                                            WeibullRenewal, arrival_from_dict, fit_markov_bins, fit_renewal)
+from inferencegym.workload.arrival_registry import Diurnal, arrival_from_dict
+from inferencegym.workload.arrivals import (EmpiricalRate, GammaRenewal, OnOffMMPP, Poisson,
+                                            WeibullRenewal, fit_renewal)
+from inferencegym.workload.arrivals_markov import fit_markov_bins
 from inferencegym.workload.lengths import (CopulaLengths, EmpiricalLengths, LognormalLengths, ZipfLengths,
                                            fit_copula_lengths, fit_parametric_lengths, lengths_from_dict)
 

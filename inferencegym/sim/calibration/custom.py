@@ -20,7 +20,7 @@ from inferencegym.sim.calibration import evaluate as E
 from inferencegym.sim.calibration import reference as R
 from inferencegym.sim.calibration.gpu_fit import fit_gpu_profile
 from inferencegym.sim.calibration_error import register_gpu_errors
-from inferencegym.sim.execution import _params_for, register_gpu_kernel
+from inferencegym.sim.execution_params import _params_for, register_gpu_kernel
 from inferencegym.sim.presets import GB, GPUPreset, get_gpu, register_gpu
 
 _SPEC_KEYS = ("fp16_tflops", "int8_tops", "mem_gbytes_per_s", "memory_gbytes", "intra_node_gbytes_per_s",

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from inferencegym.sim.calibration.blis import DecodeAnchor
-from inferencegym.sim.execution import EngineParams, ExecutionModel
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_params import EngineParams
 
 # vLLM performance CI, fixed-batch latency test (``benchmark_latency``: 8 prompts of 32 tokens,
 # 128 output tokens each, ignore_eos), seconds per batch; figures quoted in issue 15 from vLLM's

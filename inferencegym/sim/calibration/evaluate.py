@@ -26,12 +26,8 @@ from inferencegym.sim.calibration.gpu_fit import (
     with_profile_elementwise,
 )
 from inferencegym.sim.calibration_error import load_error_table
-from inferencegym.sim.execution import (
-    ExecutionModel,
-    KernelParams,
-    _params_for,
-    load_calibration,
-)
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_params import KernelParams, _params_for, load_calibration
 from inferencegym.sim.presets import get_gpu
 
 

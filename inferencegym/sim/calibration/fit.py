@@ -47,7 +47,7 @@ from inferencegym.sim.calibration.stages import (  # noqa: F401  (re-exported fo
     is_heldout_splitwise,
     is_heldout_vidur,
 )
-from inferencegym.sim.execution import KernelParams
+from inferencegym.sim.execution_params import KernelParams
 
 CALIBRATED_GPUS = ("a100-80gb", "h100-80gb", "h200-141gb")
 SPEC_DEFAULT_FROM = ("a100-80gb", "h100-80gb")  # uncalibrated GPUs: mean of these efficiencies

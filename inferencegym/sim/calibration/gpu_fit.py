@@ -32,7 +32,8 @@ from inferencegym.sim.calibration.stages import (
     fit_attention,
     fit_gemm,
 )
-from inferencegym.sim.execution import ExecutionModel, KernelParams
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_params import KernelParams
 
 FIT_PROMPT_RANGE = (512, 8192)
 """Whole-model prefill rows used by the elementwise stage (longer ones test extrapolation)."""

@@ -14,7 +14,8 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from inferencegym.sim.calibration import reference as R
-from inferencegym.sim.execution import EngineParams, ExecutionModel, KernelParams
+from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.execution_params import EngineParams, KernelParams
 from inferencegym.sim.presets import get_gpu, get_model, get_quantization
 
 # Held out of every fit and reported separately (generalisation to unseen model/GPU/TP combos).
