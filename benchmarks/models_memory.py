@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|pp|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|kv|pp|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -72,27 +72,58 @@ def published() -> None:
 
 
 def _sharegpt_like(n: int, sigma: float, seed: int = 0) -> list[tuple[int, int]]:
-    """``n`` (prompt, output) pairs, lognormal with the means GPUStack's 1,000 ShareGPT prompts had
-    (215,312 input and 195,544 output tokens) and log-sd ``sigma`` (an assumption: ShareGPT's length
-    shape is not in the repository), outputs capped at 4,000."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for mean, cap in ((215.312, 100_000), (195.544, 4000)):
-        x = rng.lognormal(np.log(mean) - sigma * sigma / 2, sigma, n)
-        out.append(np.minimum(np.maximum(1, np.rint(x)), cap).astype(int))
-    return list(zip(out[0].tolist(), out[1].tolist()))
+    """``n`` (prompt, output) pairs, lognormal with log-sd ``sigma`` (an assumption: ShareGPT's length
+    shape is not in the repository), kept as vLLM's benchmark keeps ShareGPT conversations
+    (``is_valid_sequence``: prompt and output >= 4 tokens, prompt <= 1,024, prompt + output <= 2,048)
+    and with the means GPUStack's 1,000 ShareGPT prompts had (215,312 input and 195,544 output
+    tokens; the log-means are moved until the kept pairs match them)."""
+    target = (215.312, 195.544)
+    mu = [np.log(t) - sigma * sigma / 2 for t in target]
+    for _ in range(30):
+        rng = np.random.default_rng(seed)
+        p = np.maximum(1, np.rint(rng.lognormal(mu[0], sigma, 8 * n))).astype(int)
+        o = np.maximum(1, np.rint(rng.lognormal(mu[1], sigma, 8 * n))).astype(int)
+        keep = (p >= 4) & (o >= 4) & (p <= 1024) & (p + o <= 2048)
+        p, o = p[keep][:n], o[keep][:n]
+        mu[0] += float(np.log(target[0] / p.mean()))
+        mu[1] += float(np.log(target[1] / o.mean()))
+    return list(zip(p.tolist(), o.tolist()))
+
+
+def _engine(model: str, gpu: str, quant: str, tp: int = 1, pp: int = 1, sync: bool = False) -> ExecutionModel:
+    """The ``vllm-v1`` execution model; ``sync``: scheduling synchronously, as every vLLM before
+    v0.14 did by default (async scheduling became the default in v0.14, vllm-project/vllm#27614;
+    GPUStack's "optimized" runs add ``--async-scheduling`` to its v0.10.2 baseline), so the
+    step's CPU work adds to its kernels instead of overlapping them."""
+    m = ExecutionModel.from_preset(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp,
+                                   pipeline_parallel=pp)
+    return m._replace(engine=m.engine.synchronous()) if sync else m
+
+
+HARMONY_PROMPT_TOKENS = 67
+"""Tokens vLLM's chat endpoint adds to every gpt-oss prompt (GPUStack benchmarks with ``vllm bench
+serve --backend openai-chat --endpoint /v1/chat/completions``, which counts the dataset's tokens, not
+these): the harmony system message ("You are ChatGPT, a large language model trained by OpenAI.",
+knowledge cutoff, current date, "Reasoning: medium", "# Valid channels: analysis, commentary,
+final. Channel must be included for every message.", ~57 tokens), the start/role/message/end
+markers of the system and user turns (8) and the assistant header (2). Counted by hand in o200k
+(no tokenizer here): +-5 tokens."""
 
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
-           lengths: list[tuple[int, int]] | None = None, pp: int = 1) -> dict:
+           lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
+           kv_fraction: float = 0.9, prompt_extra: int = 0) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
-    max_num_batched_tokens), 1,024 seqs."""
+    max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
+    server adds to every prompt (a chat template), simulated but not credited to the throughput."""
     lengths = lengths or [(pin, pout)] * n
-    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=o) for i, (p, o) in enumerate(lengths)]
+    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p + prompt_extra, output_tokens=o)
+            for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
-                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp)
-    c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0))
+                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
+    c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
+                execution_model=_engine(model, gpu, quant, tp, pp, sync))
     c.submit(reqs)
     c.drain()
     r = c.results()
@@ -102,42 +133,83 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
             "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok]))}
 
 
-GPUSTACK_H100 = ((100, 32000, 100, 16136.57, 23.99), (500, 4000, 200, 14247.47, 31.70),
-                 (500, 2000, 100, 14385.69, 41.35), (1000, 128, 4, 17059.15, 304.80))
+GPUSTACK_H100 = ((100, 32000, 100, 3_200_000, 9_877, 16136.57, 23.99),
+                 (500, 4000, 200, 1_999_249, 67_205, 14247.47, 31.70),
+                 (500, 2000, 100, 999_120, 49_197, 14385.69, 41.35),
+                 (1000, 128, 4, 127_755, 4_000, 17059.15, 304.80))
 """GPUStack performance lab, "Optimizing GPT-OSS-120B Throughput on NVIDIA H100 GPUs", baseline
-(``vllm serve openai/gpt-oss-120b --max-model-len 32768``, vLLM 0.10.2, 1 H100): requests, input and
-output tokens of the random datasets, measured total tok/s and mean TPOT ms."""
+(``vllm serve openai/gpt-oss-120b --max-model-len 32768``, vLLM 0.10.2, 1 H100; the page's
+"Baseline benchmark results" in gpustack/gpustack ``docs/performance-lab/gpt-oss-120b/h100.md``):
+requests, nominal input and output tokens of the random datasets, the run's total input and
+generated tokens (without ``--ignore-eos`` the model stopped early: 134 of 200 output tokens on
+average at 4,000/200), measured total tok/s and mean TPOT ms."""
+
+
+def _even(total: int, n: int) -> list[int]:
+    """``total`` split over ``n`` requests as evenly as integers allow."""
+    q, r = divmod(total, n)
+    return [q + (i < r) for i in range(n)]
+
+
+def _gpustack_lengths(n: int, in_total: int, out_total: int) -> list[tuple[int, int]]:
+    """The run's totals spread evenly over its requests (each request's own lengths are not published)."""
+    return list(zip(_even(in_total, n), _even(out_total, n)))
 
 
 def moe_rows() -> None:
-    """gpt-oss-120b (MXFP4 against the int4 stand-in) and Qwen3-30B-A3B against published runs."""
-    print(_row("case", "published", "int4 stand-in", "mxfp4", "error (mxfp4)"))
-    print(_row(*["---"] * 5))
-    for n, pin, pout, tot, tpot in GPUSTACK_H100:
-        a = _burst("gpt-oss-120b", "h100-80gb", "int4", 1, n, pin, pout, 8192)
-        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192)
-        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, total tok/s", f"{tot:,.0f}", f"{a['total']:,.0f}",
-                   f"{b['total']:,.0f}", _err(b["total"], tot)))
-        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{a['tpot_ms']:.1f}",
-                   f"{b['tpot_ms']:.1f}", _err(b["tpot_ms"], tpot)))
+    """gpt-oss-120b (MXFP4) and Qwen3-30B-A3B against published runs; vLLM before v0.14 scheduled
+    synchronously (``sync``, :func:`_engine`), the 2026 run of PR #44220 asynchronously."""
+    print(_row("case", "published", "simulated", "error"))
+    print(_row(*["---"] * 4))
+    for n, pin, pout, tin, tout, tot, tpot in GPUSTACK_H100:
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, _gpustack_lengths(n, tin, tout),
+                   sync=True, prompt_extra=HARMONY_PROMPT_TOKENS)
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, total tok/s", f"{tot:,.0f}", f"{b['total']:,.0f}",
+                   _err(b["total"], tot)))
+        print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{b['tpot_ms']:.1f}",
+                   _err(b["tpot_ms"], tpot)))
     for sigma in (0.8, 1.1):
         lengths = _sharegpt_like(1000, sigma)
-        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths)
+        b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths, sync=True,
+                   prompt_extra=HARMONY_PROMPT_TOKENS)
         print(_row(f"gpt-oss-120b H100, 1000 ShareGPT-like (lognormal sd {sigma}), total tok/s / mean / p50 TPOT ms",
-                   "6,095 / 54.1 / 47.6", "-", f"{b['total']:,.0f} / {b['tpot_ms']:.1f} / {b['tpot_p50_ms']:.1f}",
+                   "6,095 / 54.1 / 47.6", f"{b['total']:,.0f} / {b['tpot_ms']:.1f} / {b['tpot_p50_ms']:.1f}",
                    f"{_err(b['total'], 6095.37)} / {_err(b['tpot_ms'], 54.10)} / {_err(b['tpot_p50_ms'], 47.57)}"))
-    for quant in ("int4", "mxfp4"):
-        g = ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization=quant)
-        print(f"gpt-oss {quant}: decode step at batch 4, 340-token contexts {1e3 * g.decode_step_time_s(4, 340):.2f} ms"
-              f" (GPUStack ShareGPT at concurrency 4: mean TPOT 8.31 ms); batch 8, 100 tokens "
-              f"{1e3 * g.decode_step_time_s(8, 100):.2f} ms; weights {g.weight_bytes_per_gpu / 1e9:.1f} GB")
-    a = ExecutionModel.from_preset(model="qwen3-30b-a3b", gpu="a100-80gb")
-    print(f"qwen3-30b-a3b A100 TP1 BF16: decode step at batch 1, 200-token context "
-          f"{1e3 * a.decode_step_time_s(1, 200):.2f} ms (Tenstorrent tt-inference-server issue #340, vLLM on A100, "
-          f"128/128 at concurrency 1: TPOT 9.6 ms; {_err(a.decode_step_time_s(1, 200), 9.6e-3)})")
+    g = _engine("gpt-oss-120b", "h100-80gb", "mxfp4", sync=True)
+    print(_row("gpt-oss-120b H100, decode step at batch 4, 340-token contexts (GPUStack ShareGPT at concurrency 4: "
+               "mean TPOT) ms", "8.31", f"{1e3 * g.decode_step_time_s(4, 340):.2f}",
+               _err(g.decode_step_time_s(4, 340), 8.31e-3)))
+    print(_row("gpt-oss-120b H100, decode step at batch 8, 100-token contexts (vLLM PR #27523 bench latency, "
+               "Marlin) ms", "9.1", f"{1e3 * g.decode_step_time_s(8, 100):.2f}",
+               _err(g.decode_step_time_s(8, 100), 9.1e-3)))
+    print(f"gpt-oss-120b mxfp4 on H100: weights {g.weight_bytes_per_gpu / 1e9:.1f} GB, KV capacity "
+          f"{g.kv_capacity_tokens():,} tokens (full-attention layers)")
+    a = _engine("qwen3-30b-a3b", "a100-80gb", "fp16", sync=True)
+    print(_row("qwen3-30b-a3b A100 TP1 BF16, 128/128 at concurrency 1, TPOT ms (tt-inference-server #340)", "9.6",
+               f"{1e3 * a.decode_step_time_s(1, 200):.2f}", _err(a.decode_step_time_s(1, 200), 9.6e-3)))
     q = _burst("qwen3-30b-a3b", "h200-141gb", "fp16", 2, 1000, 1024, 128, 16384)
     print(f"qwen3-30b-a3b H200 TP2 BF16, 1000 x 1024/128 offline: {q['total']:,.0f} total tok/s "
           f"(vLLM PR #44220, triton MoE: 57,822; {_err(q['total'], 57821.92)})")
+
+
+def kv_rows() -> None:
+    """Sensitivity of the gpt-oss-120b rows to the KV memory: the same runs with the KV cache at 90 %
+    (the default), 60 % and 40 % of the memory the simulator leaves after weights and activations."""
+    g = _engine("gpt-oss-120b", "h100-80gb", "mxfp4", sync=True)
+    fr = (0.9, 0.6, 0.4)
+    print(_row("case (published)", *[f"KV {f:.0%}: {g._kv_free_bytes * f / 1e9:.1f} GB, total / mean TPOT" for f in fr]))
+    print(_row(*["---"] * 4))
+    cases = [(f"{n} x {pin}/{pout} ({tot:,.0f} / {tpot:.1f} ms)", n, pin, pout, _gpustack_lengths(n, tin, tout),
+              tot, tpot) for n, pin, pout, tin, tout, tot, tpot in GPUSTACK_H100]
+    cases += [(f"ShareGPT-like sd {s} (6,095 / 54.1 ms)", 1000, 0, 0, _sharegpt_like(1000, s), 6095.37, 54.10)
+              for s in (0.8, 1.1)]
+    for label, n, pin, pout, lengths, tot, tpot in cases:
+        cells = []
+        for f in fr:
+            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, lengths, sync=True, kv_fraction=f,
+                       prompt_extra=HARMONY_PROMPT_TOKENS)
+            cells.append(f"{_err(b['total'], tot)} / {_err(b['tpot_ms'], tpot)}")
+        print(_row(label, *cells))
 
 
 GPUSTACK_PARALLEL = {"TP1": (1, 1, 6325.41, 52.66), "TP2": (2, 1, 16042.19, 86.54), "PP2": (1, 2, 11198.56, 115.37)}
@@ -152,8 +224,8 @@ def pp_rows() -> None:
     print(_row(*["---"] * 6))
     sims = {}
     for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
-        sims[name] = [_burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, s), pp=pp)
-                      for s in (0.8, 1.1)]
+        sims[name] = [_burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, s), pp=pp,
+                             prompt_extra=HARMONY_PROMPT_TOKENS) for s in (0.8, 1.1)]
     for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
         a, b = sims[name]
         ra, rb = (a["total"] / sims["TP1"][0]["total"], b["total"] / sims["TP1"][1]["total"])
@@ -240,12 +312,15 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "moe", "pp", "cpu", "routers", "speed", "all"), default="all")
+    ap.add_argument("--part", choices=("published", "moe", "kv", "pp", "cpu", "routers", "speed", "all"),
+                    default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
         published()
     if a.part in ("moe", "all"):
         moe_rows()
+    if a.part in ("kv", "all"):
+        kv_rows()
     if a.part in ("pp", "all"):
         pp_rows()
     if a.part in ("cpu", "all"):

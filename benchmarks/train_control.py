@@ -35,13 +35,14 @@ from inferencegym.tasks.control import DEFAULT_WINDOWS, day_split, load_windows
 class Collector:
     """Rollouts of one task: ``collect(seeds, student, beta)`` on training days, ``validate``."""
 
-    def __init__(self, task: str, windows: int | None) -> None:
+    def __init__(self, task: str, windows: int | None, features: str = "history") -> None:
         self.task = task
         self.admission = task == "cluster_admission"
         self.split = day_split(len(load_windows(str(DEFAULT_WINDOWS))))
         if not self.admission:
-            self.env = ControlEnv(task, split="train", features="history", episode_windows_override=windows)
-            self.val_env = ControlEnv(task, split="validation", features="history", episode_windows_override=windows)
+            self.env = ControlEnv(task, split="train", features=features, episode_windows_override=windows)
+            self.val_env = ControlEnv(task, split="validation", features=features, episode_windows_override=windows)
+        self.features = features
         self.role = "admission" if self.admission else "autoscaler"
 
     def collect(self, seeds: list[int], student=None, beta: float = 1.0, split: str = "train"):
@@ -67,7 +68,7 @@ def export(a, col: Collector, module, hidden: list[int], best_round: int, sample
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    export_control_module(module, tmp, task_id=TASK, role=col.role, features="history" if not col.admission
+    export_control_module(module, tmp, task_id=TASK, role=col.role, features=col.features if not col.admission
                           else None, hidden=hidden,
                           extra={"train": {"method": "DAgger from " + ("hindsight_admission" if col.admission
                                                                        else "hindsight"),
@@ -91,6 +92,8 @@ def main() -> None:
     ap.add_argument("--episodes-per-round", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--hidden", default="64,64")
+    ap.add_argument("--features", default="history", choices=["history", "schedule"],
+                    help="the autoscaler's feature set (envs/control_features.py)")
     ap.add_argument("--val-episodes", type=int, default=2)
     ap.add_argument("--episode-windows", type=int, default=None, help="shorter episodes (smoke tests)")
     ap.add_argument("--seed", type=int, default=0)
@@ -103,8 +106,8 @@ def main() -> None:
     torch.set_num_threads(1)
     hidden = [int(h) for h in a.hidden.split(",")]
     TASK = a.task
-    col = Collector(TASK, a.episode_windows)
-    obs_space, act_space = control_spaces(TASK, col.role, "history")
+    col = Collector(TASK, a.episode_windows, a.features)
+    obs_space, act_space = control_spaces(TASK, col.role, a.features)
     module = build_module(obs_space, act_space, hidden, seed=a.seed)
     t0, c0 = time.time(), time.process_time()
     n_days = len(col.split["train"])

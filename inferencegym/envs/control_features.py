@@ -9,6 +9,12 @@ start-up delay, the training days' time-of-day profile). Nothing about future ar
   five minutes, over the last source window and the last four; the training profile now, one
   start-up delay ahead and over the next two windows; and today's level against the profile (the
   ratio of the last four windows' arrivals to what the profile predicted for them).
+* ``SCHEDULE_NAMES`` (appended by the ``schedule`` feature set, on top of ``history``): exactly what
+  the best rule ``scheduled`` computes from the same training-day profile (its target replica count,
+  a fraction of ``max_replicas``), and that profile corrected by today's level (the peak of the profile
+  from now to one start-up delay ahead, times ``level_vs_profile``, over the capacity of the full
+  fleet at 95 % utilisation): the learner gets every observable input the rule has, plus the
+  level it does not use.
 Rates are fractions of the full fleet's capacity (``max_replicas * capacity_rps``).
 """
 
@@ -25,7 +31,11 @@ BASE_NAMES = ("ready_frac", "starting_frac", "draining_frac", "target_frac", "qu
               "kv_mean", "running_per_capacity", "rate_interval_frac", "rate_minute_frac", "tod_sin", "tod_cos")
 HISTORY_NAMES = ("rate_m1", "rate_m2", "rate_m3", "rate_m4", "rate_m5", "rate_window", "rate_4_windows",
                  "profile_now", "profile_after_startup", "profile_next_2_windows", "level_vs_profile")
-FEATURE_SETS = {"base": BASE_NAMES, "history": BASE_NAMES + HISTORY_NAMES}
+SCHEDULE_NAMES = ("scheduled_target_frac", "level_need_frac")
+FEATURE_SETS = {"base": BASE_NAMES, "history": BASE_NAMES + HISTORY_NAMES,
+                "schedule": BASE_NAMES + HISTORY_NAMES + SCHEDULE_NAMES}
+SCHEDULED_HEADROOM = 0.10
+"""``scheduled``'s headroom over the profile (``policies/autoscalers.py`` uses the same default)."""
 
 
 def feature_names(features: str) -> tuple[str, ...]:
@@ -46,6 +56,15 @@ def _profile_at(ctx: ControlContext, t_s: float) -> float:
     if not p:
         return 0.0
     return float(p[min(len(p) - 1, max(0, int(t_s // ctx.window_s)))])
+
+
+def _profile_peak(ctx: ControlContext, now_s: float) -> float:
+    """The profile's highest window rate from ``now_s`` to one start-up delay ahead (``scheduled``'s rate)."""
+    p = ctx.profile_rps
+    if not p:
+        return 0.0
+    k0, k1 = int(now_s // ctx.window_s), int((now_s + ctx.startup_s) // ctx.window_s)
+    return float(max(p[min(k, len(p) - 1)] for k in range(k0, k1 + 1)))
 
 
 def control_features(obs: ControlObs, ctx: ControlContext, features: str = "base") -> np.ndarray:
@@ -79,4 +98,31 @@ def control_features(obs: ControlObs, ctx: ControlContext, features: str = "base
         else:
             level = 1.0
         x.append(min(4.0, level))
+    if len(names) > len(BASE_NAMES) + len(HISTORY_NAMES):
+        peak = _profile_peak(ctx, obs.now_s)
+        sched = math.ceil(peak * (1 + SCHEDULED_HEADROOM) / ctx.capacity_rps)
+        x += [ctx.clamp(sched) / n, min(4.0, peak * x[-1] / (0.95 * full))]
     return np.asarray(x, dtype=np.float32)
+
+
+ADMISSION_NAMES = ("routable_frac", "starting_frac", "queue_mean_5", "queue_max_5", "kv_mean", "saturation",
+                   "held_per_replica", "arrivals_per_capacity", "arrivals_5s_per_capacity",
+                   "arrivals_30s_per_capacity")
+"""Observation of the admission controller (``gateway_features``): the learned one and the
+``admission`` agent of ``ControlClusterEnv``."""
+
+
+def gateway_features(state, capacity_rps: float, recent: list[int]) -> np.ndarray:
+    """The admission controller's observation (``ADMISSION_NAMES``) from the gateway state
+    (``sim.gateway.GatewayState``) and the per-tick arrival counts it has seen (``recent``, newest last)."""
+    n = max(1, state.routable)
+    cap = max(1e-9, capacity_rps * n)
+    q = state.queue or [0]
+    kv = state.kv or [0.0]
+    sat = state.saturation()
+    r1 = recent[-1] if recent else 0
+    r5 = sum(recent[-5:]) / max(1, min(5, len(recent)))
+    r30 = sum(recent[-30:]) / max(1, min(30, len(recent)))
+    return np.asarray([state.routable / 6.0, state.starting / 6.0, float(np.mean(q)) / 5.0, float(max(q)) / 5.0,
+                       float(np.mean(kv)), min(sat, 10.0) if math.isfinite(sat) else 10.0, state.held / n,
+                       r1 / cap, r5 / cap, r30 / cap], dtype=np.float32)

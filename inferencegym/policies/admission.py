@@ -18,11 +18,9 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from inferencegym.sim.gateway import ADMIT, DEFER, REJECT, AdmitAll, GatewayState
+from inferencegym.sim.gateway import ADMISSION_LEVELS, ADMIT, DEFER, REJECT, AdmitAll, GatewayState, LevelAdmission
 
 
 class GaieShed:
@@ -62,40 +60,6 @@ class TokenBucket:
         if tier == 0:
             return ADMIT
         return DEFER if tier == 1 else REJECT
-
-
-ADMISSION_LEVELS = ((1.0, 1.0), (1.0, 0.5), (1.0, 0.0), (0.75, 0.0), (0.5, 0.0), (0.25, 0.0), (0.0, 0.0))
-"""Admission level -> share of (standard, sheddable) requests admitted; critical ones always are.
-The rest are rejected (a deferral longer than the 2 s TTFT SLO cannot meet it)."""
-
-
-class LevelAdmission:
-    """Admission by level, chosen once per gateway tick by ``level_at(state)``: critical requests
-    are admitted; standard and sheddable ones in the level's share, spread evenly (a per-tier
-    credit grows by the share at each request and an admission spends one credit)."""
-
-    def reset(self, capacity_rps: float) -> None:
-        self.cap = capacity_rps
-        self.t_level = -math.inf
-        self.level = 0
-        self.credit = [0.0, 0.0, 0.0]
-
-    def level_at(self, state: GatewayState) -> int:
-        raise NotImplementedError
-
-    def decide(self, tier: int, t_s: float, state: GatewayState) -> int:
-        if state.now_s > self.t_level:
-            self.t_level = state.now_s
-            self.level = int(self.level_at(state))
-        if tier == 0:
-            return ADMIT
-        share = ADMISSION_LEVELS[self.level][tier - 1]
-        c = self.credit[tier] + share  # < 2: after a rejection credit < 1, after an admission < share
-        if c >= 1.0 - 1e-9:
-            self.credit[tier] = c - 1.0
-            return ADMIT
-        self.credit[tier] = c
-        return REJECT
 
 
 class HindsightAdmission(LevelAdmission):

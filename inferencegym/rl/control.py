@@ -21,13 +21,12 @@ same episodes as the baselines.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from inferencegym.envs.control_features import control_features
+from inferencegym.envs.control_features import control_features, gateway_features
 from inferencegym.policies.admission import LevelAdmission
 from inferencegym.policies.autoscalers import make_autoscaler
 from inferencegym.rl.control_spaces import ADMISSION_NAMES, control_spaces
@@ -51,22 +50,6 @@ class LearnedAutoscaler:
 
     def act(self, obs: Any) -> int:
         return self.ctx.clamp(int(self.policy.act(self.features_of(obs))))
-
-
-def gateway_features(state: Any, capacity_rps: float, recent: list[int]) -> np.ndarray:
-    """The admission controller's observation from the gateway state and the per-tick arrival
-    counts it has seen (``recent``, newest last)."""
-    n = max(1, state.routable)
-    cap = max(1e-9, capacity_rps * n)
-    q = state.queue or [0]
-    kv = state.kv or [0.0]
-    sat = state.saturation()
-    r1 = recent[-1] if recent else 0
-    r5 = sum(recent[-5:]) / max(1, min(5, len(recent)))
-    r30 = sum(recent[-30:]) / max(1, min(30, len(recent)))
-    return np.asarray([state.routable / 6.0, state.starting / 6.0, float(np.mean(q)) / 5.0, float(max(q)) / 5.0,
-                       float(np.mean(kv)), min(sat, 10.0) if math.isfinite(sat) else 10.0, state.held / n,
-                       r1 / cap, r5 / cap, r30 / cap], dtype=np.float32)
 
 
 class LearnedAdmission(LevelAdmission):

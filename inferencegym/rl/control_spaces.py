@@ -8,14 +8,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from inferencegym.envs.control_features import feature_names
+from inferencegym.envs.control_features import ADMISSION_NAMES, feature_names
 from inferencegym.policies.admission import ADMISSION_LEVELS
 from inferencegym.tasks.control import get_control_task
 
-ADMISSION_NAMES = ("routable_frac", "starting_frac", "queue_mean_5", "queue_max_5", "kv_mean", "saturation",
-                   "held_per_replica", "arrivals_per_capacity", "arrivals_5s_per_capacity",
-                   "arrivals_30s_per_capacity")
-"""Observation of the learned admission controller (``gateway_features``)."""
 
 
 def control_spaces(task_id: str, role: str = "autoscaler", features: str = "history") -> tuple[Any, Any]:

@@ -48,6 +48,7 @@ ROUTER_DEFAULTS: dict[str, Any] = {
     "replicas_key": "replicas",
     "request_key": "request",
     "mask_key": "action_mask",
+    "present_key": "present",
     "embed_dim": 32,
     "num_heads": 4,
     "num_attention_layers": 1,
@@ -116,13 +117,19 @@ class ReplicaAttentionRouter(TorchRLModule, ValueFunctionAPI):
     """Cross-replica attention router: one logit per replica, for any number of replicas.
 
     model_config: ``embed_dim`` (32), ``num_heads`` (4), ``num_attention_layers`` (1), ``hidden`` (64),
-    ``replicas_key``/``request_key``/``mask_key`` (Dict observation keys).
+    ``replicas_key``/``request_key``/``mask_key``/``present_key`` (Dict observation keys).
+
+    Absent replicas: when the observation has a ``present`` entry (1 for replicas that exist now:
+    the control-plane env's serving slots), the others are left out of the attention (key padding)
+    and of the pooled context, so a provisioning, draining or released slot cannot change the
+    scores of the serving ones. Without the key every row is present (the cluster env).
     """
 
     @override(TorchRLModule)
     def setup(self) -> None:
         c = _cfg(self.model_config, ROUTER_DEFAULTS)
         self._keys = (c["replicas_key"], c["request_key"], c["mask_key"])
+        self._present_key = c["present_key"]
         obs_space = self.observation_space
         if isinstance(obs_space, gym.spaces.Dict):
             if c["replicas_key"] not in obs_space.spaces:
@@ -163,16 +170,32 @@ class ReplicaAttentionRouter(TorchRLModule, ValueFunctionAPI):
             return obs[rk].float(), (req.float().flatten(1) if req is not None else None), obs.get(mk)
         return obs.float(), None, None
 
+    def _present(self, obs: Any) -> torch.Tensor | None:
+        """(B, N) bool of present replicas, or None (all present). A row with none present counts
+        all (attention over an empty key set is undefined)."""
+        p = obs.get(self._present_key) if isinstance(obs, dict) else None
+        if p is None:
+            return None
+        p = p > 0.5
+        return p | ~p.any(dim=1, keepdim=True)
+
     def _encode(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         reps, req, mask = self._split(obs)
+        present = self._present(obs)
         x = self.replica_embed(reps)  # (B, N, d)
         if self.request_embed is not None and req is not None:
             q = self.request_embed(req)
             x = x + q.unsqueeze(1)  # condition every replica token on the arriving request
+        pad = None if present is None else ~present
         for attn, norm in zip(self.attn_layers, self.norms):
-            a, _ = attn(x, x, x, need_weights=False)
+            a, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
             x = norm(x + a)
-        pooled = [x.mean(dim=1), x.max(dim=1).values]
+        if present is None:
+            pooled = [x.mean(dim=1), x.max(dim=1).values]
+        else:
+            w = present.unsqueeze(-1).to(x.dtype)
+            pooled = [(x * w).sum(dim=1) / w.sum(dim=1),
+                      x.masked_fill(~present.unsqueeze(-1), torch.finfo(x.dtype).min).max(dim=1).values]
         if self.request_embed is not None and req is not None:
             pooled.append(q)
         shared = self.encoder(torch.cat(pooled, dim=-1))  # (B, hid)

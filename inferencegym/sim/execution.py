@@ -195,10 +195,13 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
             moe_weight_bytes_gpu=self._moe.weight_bytes_gpu if self._moe else None,
             kv_bytes_per_token_layer=self._kv_bytes_per_token_layer, q_heads=self._q_heads,
             kv_heads=self._kv_heads, max_batched_tokens=self.max_batched_tokens,
-            gpu_memory_utilization=self.gpu_memory_utilization, check=self._check_memory)
+            gpu_memory_utilization=self.gpu_memory_utilization, check=self._check_memory,
+            kv_layers=self._full_layers,
+            moe_workspace_bytes=self._moe.workspace_bytes(self.max_batched_tokens) if self._moe else 0.0)
         self.weight_bytes_per_gpu = mem.weight_bytes_per_gpu
         self.kv_bytes_per_token = mem.kv_bytes_per_token
-        """KV bytes per token on one GPU (with pipeline stages: its stage's layers)."""
+        """KV bytes per token on one GPU (with pipeline stages: its stage's layers; sliding-window
+        layers hold their window only and are not counted, ``sim/sliding_window.py``)."""
         self.activation_reserve_bytes = mem.activation_reserve_bytes
         self._kv_free_bytes = mem.kv_free_bytes
         self._setup_pipeline()
@@ -253,7 +256,9 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
                 a = kern_a if kern_a >= cpu else cpu  # kernels take longer)
             else:
                 a = kern_a + cpu
-            b = f * self._layers * self._attn_decode_slope(q)
+            if self._sw_layers:  # window-bounded layers: a per-sequence term, not per context token
+                a += f * self._sw_decode_s(q, B)
+            b = f * self._full_layers * self._attn_decode_slope(q)
             if kd > 0:  # the proposer's passes (execution_spec.py)
                 a, b = self._add_draft_coeffs(a, b, B, kd)
             c = (a, b)
@@ -289,12 +294,16 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         L = self._layers
         gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
         t = (self._token_time(gtok) + self._lm_head_time(len(prefill_chunks) + B * q)
-             + L * self._attn_prefill_layer(prefill_chunks))
+             + self._attn_prefill_all(prefill_chunks))
         if B > 0:
             nd = B * q if (speculation_depth and self._spec_expand) else B  # batch expansion
             nseq += nd - B
-            t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
-                      + self._attn_decode_slope(q) * decode_context_tokens)
+            if self._sw_layers:
+                t += (L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd) + self._sw_decode_s(q, B)
+                      + self._full_layers * self._attn_decode_slope(q) * decode_context_tokens)
+            else:
+                t += L * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nd
+                          + self._attn_decode_slope(q) * decode_context_tokens)
         cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
         if B and speculation_depth and self.engine_overhead:  # speculative bookkeeping per sequence
             cpu += self._spec_cpu_s(B)

@@ -11,6 +11,8 @@ Per layer and per iteration with ``n`` batched tokens:
   cached-context FLOPs ``4*heads*d*N*C`` at their own efficiencies, roofline with KV bytes read;
 * attention decode: KV bytes read (linear in the batch's total context), a term per sequence and
   KV head on the GPU (GQA, TP) and, with speculative verification, k+1 queries per sequence;
+* sliding-window layers (gpt-oss, ``sim/sliding_window.py``): prefill attends to at most the
+  window's keys per query, decode reads the window's KV per sequence;
 * tensor-parallel all-reduce, two per layer: ``latency(tp) + bytes / bandwidth(tp)``; an engine
   with its own all-reduce kernel (``vllm-v1``) replaces the NCCL latency where it is lower;
 * mixture-of-experts layers: ``moe.MoECost`` (experts on all tokens, attention per DP rank);
@@ -30,8 +32,9 @@ from collections.abc import Iterable, Sequence
 
 from inferencegym.sim.execution_params import EngineParams, KernelParams
 from inferencegym.sim.execution_rates import ACT_BYTES, dense_gemm_rates, dense_tier, expert_gemm_rates
-from inferencegym.sim.moe import MoECost, moe_kernel_efficiency
+from inferencegym.sim.moe import MXFP4_HOPPER_PAD, MoECost, moe_kernel_efficiency
 from inferencegym.sim.presets import GPUPreset, ModelPreset, QuantizationTier
+from inferencegym.sim.sliding_window import window_keys
 
 _GEMM_NAMES = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 
@@ -115,6 +118,10 @@ class KernelCosts:
             self._kv_bytes_per_token_layer = 2.0 * self._kv_heads * d * kv_el
             self._attn_flop_per_qk = 4.0 * self._q_heads * d  # QK^T and PV, per query per key
             self._attn_dec_flop_per_qk = self._attn_flop_per_qk
+        # sliding-window layers (gpt-oss; sim/sliding_window.py): window-bounded attention and KV
+        self._sw = m.sliding_window if m.sliding_window_layers else 0
+        self._sw_layers = m.sliding_window_layers if self._sw else 0
+        self._full_layers = m.num_layers - self._sw_layers
         self._attn_pf_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_eff_compute)
         self._attn_pf_ctx_inv_c = 1.0 / (self._peak_fp16 * k.attn_prefill_ctx_eff_compute)
         self._attn_pf_inv_m = 1.0 / (bw * k.attn_prefill_eff_mem)
@@ -132,6 +139,8 @@ class KernelCosts:
         self._moe = None
         if m.is_moe:
             x = expert_gemm_rates(self.quantization, rates, g, k)
+            # MXFP4 without FP4 tensor cores: Marlin's padded layout (moe.MXFP4_HOPPER_PAD)
+            pad = MXFP4_HOPPER_PAD if self.quantization.experts_only and g.fp4_tflops <= 0 else (1, 1)
             self._moe = MoECost(
                 model=m, gpu=g, tensor_parallel=t, expert_parallel=self.expert_parallel,
                 weight_bytes=x.weight_bytes, act_in_bytes=x.act_in_bytes, inv_c=x.inv_c,
@@ -139,7 +148,7 @@ class KernelCosts:
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
                 a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
                 weight_time_factor=x.weight_time_factor,
-                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel))
+                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel), pad_to=pad)
         self._tok_cache: dict[int, float] = {}
         self._lm_cache: dict[int, float] = {}
 
@@ -214,8 +223,16 @@ class KernelCosts:
         self._lm_cache[n_logits] = v
         return v
 
-    def _attn_prefill_layer(self, chunks: Iterable[tuple[int, int]]) -> float:
-        """Prefill attention time of one layer for all chunks of the iteration."""
+    def _attn_prefill_all(self, chunks: Sequence[tuple[int, int]]) -> float:
+        """Prefill attention time of all layers (full-attention and sliding-window ones)."""
+        if not self._sw_layers:
+            return self._layers * self._attn_prefill_layer(chunks)
+        return (self._full_layers * self._attn_prefill_layer(chunks)
+                + self._sw_layers * self._attn_prefill_layer(chunks, self._sw))
+
+    def _attn_prefill_layer(self, chunks: Iterable[tuple[int, int]], window: int = 0) -> float:
+        """Prefill attention time of one layer for all chunks of the iteration (``window``: a
+        sliding-window layer's window, 0: full attention)."""
         k = self.kernel
         total = 0.0
         any_chunk = False
@@ -226,6 +243,12 @@ class KernelCosts:
             if n <= 0:
                 continue
             any_chunk = True
+            if window:
+                own, cached = window_keys(n, c, window)
+                tc = fpq * own * self._attn_pf_inv_c + fpq * cached * self._attn_pf_ctx_inv_c
+                tm = ((min(c, window) + n) * kvb + n * qo_bytes) * self._attn_pf_inv_m
+                total += (max(tm, tc)) + k.attn_prefill_per_token_s * n
+                continue
             byts = (c + n) * kvb + n * qo_bytes
             tc = fpq * n * 0.5 * (n + 1) * self._attn_pf_inv_c
             tm = byts * self._attn_pf_inv_m
@@ -252,3 +275,7 @@ class KernelCosts:
     def attention_prefill_layer_s(self, chunks: Sequence[tuple[int, int]]) -> float:
         """Prefill-attention time of one layer for ``(chunk_tokens, context_before)`` chunks."""
         return self._attn_prefill_layer(chunks)
+
+    def _sw_decode_s(self, queries: int, nseq: int) -> float:
+        """Decode attention of the sliding-window layers: each sequence reads its window's KV."""
+        return self._sw_layers * self._attn_decode_slope(queries) * self._sw * nseq

@@ -75,11 +75,15 @@ def memory_budget(*, model: ModelPreset, gpu: GPUPreset, quantization_name: str,
                   pipeline_parallel: int, gemms: list[tuple[int, int]], weight_bytes_per_param: float,
                   moe_weight_bytes_gpu: float | None, kv_bytes_per_token_layer: float,
                   q_heads: int, kv_heads: int, max_batched_tokens: int,
-                  gpu_memory_utilization: float, check: bool) -> MemoryBudget:
+                  gpu_memory_utilization: float, check: bool, kv_layers: int | None = None,
+                  moe_workspace_bytes: float = 0.0) -> MemoryBudget:
     """Split one GPU's memory; ValueError when the weights and the reserve do not fit (``check``).
 
     ``gemms``: the ``(K, N)`` shapes of one dense layer's GEMMs on one GPU (QKV, O, gate+up, down);
-    ``moe_weight_bytes_gpu``: one MoE layer's expert weights on one GPU (None: dense model).
+    ``moe_weight_bytes_gpu``: one MoE layer's expert weights on one GPU (None: dense model);
+    ``kv_layers``: layers whose KV grows with the context (None: all; sliding-window layers hold
+    their window only, ``sim/sliding_window.py``); ``moe_workspace_bytes``: the fused-MoE buffers of
+    the largest batch, reserved beside the activations.
     """
     m, g, t, wb, pp = model, gpu, tensor_parallel, weight_bytes_per_param, pipeline_parallel
     h = m.hidden_size
@@ -94,10 +98,13 @@ def memory_budget(*, model: ModelPreset, gpu: GPUPreset, quantization_name: str,
     weights = float(
         ((m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
          + m.num_layers * 2 * h * ACT_BYTES) * stage_frac + emb_gpu * ACT_BYTES + h * ACT_BYTES)
-    kv_per_token = float(m.num_layers * kv_bytes_per_token_layer * stage_frac)
+    kv_per_token = float((m.num_layers if kv_layers is None else kv_layers) * kv_bytes_per_token_layer
+                         * stage_frac)
     f_g = m.ffn_size / t
     qk = (q_heads + kv_heads) * m.head_dim
     reserve = float(GIB + max_batched_tokens * (h + qk + 3 * f_g) * ACT_BYTES)
+    if moe_workspace_bytes:
+        reserve += moe_workspace_bytes
     free = g.memory_bytes * gpu_memory_utilization - weights - reserve
     if free <= 0 and check:
         raise ValueError(

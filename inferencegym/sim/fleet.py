@@ -142,6 +142,16 @@ class Fleet:
 
     # ------------------------------------------------------------------ one tick
     def _tick(self, t1: float) -> None:
+        self.tick_begin()
+        self.tick_admit(t1)
+        self.run_cluster(t1)
+        if self.check:
+            self.check_invariants()
+
+    def tick_begin(self) -> None:
+        """First phase of a tick at ``now_s``: the lifecycle's due transitions, drained replicas
+        released, the routable set and the gateway state refreshed (a multi-agent env lets its
+        admission agent act after this phase)."""
         c, lc, now = self.cluster, self.lifecycle, self.now_s
         for kind, i in lc.pop_due(now):
             if kind in ("crash", "deadline"):
@@ -167,6 +177,12 @@ class Fleet:
         st.queue = [c.replicas[i].queued() for i in routable]
         st.kv = [c.replicas[i].kv_occupancy() for i in routable]
         st.held = len(self.held)
+
+    def tick_admit(self, t1: float) -> None:
+        """Second phase of the tick ending at ``t1``: retries re-enter, held requests are admitted
+        or expire, the tick's arrivals get their admission decision; the history records the tick."""
+        c, now, st = self.cluster, self.now_s, self.state
+        routable = c.routable
         adm = self.admission
         if routable and self.retry:
             inject(c, self.retry, fresh=False)
@@ -221,9 +237,22 @@ class Fleet:
         h["running"].append(sum(len(c.replicas[i].running) for i in routable))
         h["waiting"].append(sum(st.queue))
         h["arrivals"].append(j1 - j0)
-        c.run_until(t1)
-        if self.check:
-            self.check_invariants()
+
+    def arrivals_due(self, t1: float) -> int:
+        """Arrivals of the tick ending at ``t1`` that ``tick_admit`` will decide (before it runs)."""
+        return int(np.searchsorted(self._t, t1, side="left")) - self._next
+
+    def run_cluster(self, t1: float) -> None:
+        """Last phase: run the cluster to ``t1``. Under an external router (a multi-agent env routes
+        inside its own loop) the requests still arriving here (after the episode end) go to the
+        least-outstanding serving replica."""
+        c = self.cluster
+        if not c.external:
+            c.run_until(t1)
+            return
+        while (req := c.run_until_decision(t1)) is not None:
+            cands = c.routable or range(len(c.replicas))
+            c.dispatch(req, min(cands, key=lambda i: (c.replicas[i].outstanding(), i)))
 
     def observe(self) -> "ControlObs":
         """What an autoscaler sees now (observable state only; no future arrivals)."""

@@ -13,6 +13,10 @@ iteration of ``n`` batched tokens (the whole replica's):
   :func:`gpu_imbalance`). The grouped GEMMs read the weights of the experts that received at least
   one token, ``experts_on_gpu * (1 - (1 - k/experts)**n)`` of them in expectation, and are timed by
   the calibrated GEMM roofline (``floor + ((F/P)^p + (M/BW)^p)^(1/p)``);
+* **the fused-MoE kernels' fixed time** (:data:`MOE_LAYER_FIXED_S`): besides the two grouped GEMMs
+  and the activation, a MoE layer runs the top-k softmax, the sort of the token-expert pairs by
+  expert (``moe_align_block_size``) and the sum of each token's k outputs: small dependent kernels
+  whose latency sets a 1-token layer's time (fitted on published measured layers, see the constant);
 * **all-to-all** dispatch and combine with expert parallelism: each GPU sends its tokens' hidden
   states to the GPUs of their experts and gets the results back, ``tokens x k x (G-1)/G x hidden``
   bytes each way (dispatch in FP8 when the tier is FP8, as DeepEP does, combine in BF16), over
@@ -42,15 +46,43 @@ direction (deepseek-ai/DeepEP docs/legacy.md)."""
 A2A_RDMA_EFFICIENCY = 43.0 / 50.0
 """DeepEP normal kernels, internode EP16: 43 GB/s of a 400 Gb/s (50 GB/s) CX7 NIC."""
 ACT_BYTES = 2.0
-MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.44, "deepgemm": 1.0}
+MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.45, "deepgemm": 1.0}
 """Compute efficiency of the routed experts' grouped GEMMs relative to the calibrated dense GEMM
 efficiency, by kernel family (``ModelPreset.moe_kernel``). ``triton``: fitted by
 ``python -m inferencegym.sim.calibration.moe_fit`` on a published measured MoE layer (vLLM's
 ``benchmark_moe.py`` on one H200, BF16, 128 experts top-8, tuned configs, compute-bound rows: vLLM
-pull request #44818) and checked out of sample on another (H100, Qwen3-30B-A3B FP8, pull request
-#24700): Triton's fused MoE gathers scattered token rows per expert and runs far below a dense
-GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
+pull request #44818; 0.452 with the layer's fixed time :data:`MOE_LAYER_FIXED_S`, 0.440 before it)
+and checked out of sample on others (H100: gpt-oss-120b's shape in BF16, #39902, within 6 %;
+Qwen3-30B-A3B FP8, #24700): Triton's fused MoE gathers scattered token rows per expert and runs far
+below a dense GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
 rows of ``docs/bench/models_memory.md``)."""
+
+
+MOE_LAYER_FIXED_S = 15.0e-6
+"""Fixed time of one MoE layer beyond the modelled kernel floors of its two grouped GEMMs and its
+activation: routing top-k, the token sort by expert, the top-k sum and the dependencies between them
+(one GPU, any token count). Fitted by ``python -m inferencegym.sim.calibration.moe_fit``: the median
+of the measured-minus-modelled times of the 1-token rows of three published measured MoE layers on
+one H100 (vLLM ``benchmark_moe.py``): Qwen3-Next-80B FP8 at TP4 (E=512, N=128, top-10: 29.45 us
+measured, pull request #44830), Qwen3-30B-A3B FP8 (44.54 us, #24700) and gpt-oss-120b's shape in
+BF16 with tuned configs (85.24 us, #39902): residuals 15.0 / 20.7 / 11.1 us. A 1-token layer of
+these shapes reads 8-200 MB of weights, so the residual is the fixed part, not bandwidth."""
+
+
+MXFP4_HOPPER_PAD = (256, 128)
+"""Padding of MXFP4 expert weights on a GPU without FP4 tensor cores (Hopper): vLLM runs them with
+the Marlin W4A16 MoE kernel ("Weight-only FP4 compression will be used leveraging the Marlin
+kernel. This may degrade performance for compute-heavy workloads", ``marlin_utils_fp4.py``), which
+needs every expert GEMM's n % 256 == 0 and k % 128 == 0, so ``Mxfp4MoEMethod.create_weights`` rounds
+the hidden size up to a multiple of 256 and the expert intermediate size to one of 128 (vLLM
+``model_executor/layers/quantization/mxfp4.py``). gpt-oss-120b: 2880 -> 3072 and 2880 -> 2944,
+9 % more expert weights: 70.7 GB in all, against the 65.97 GiB (70.8 GB) vLLM logged loading it on
+one H100 (vllm-project/vllm#23278, v0.10.1; the Triton backend of v0.14 logged 64.38 GiB, #33155).
+The kernels stream and multiply the padded weights. (hidden, expert intermediate) multiples."""
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
 
 
 def moe_kernel_efficiency(kernel: str) -> float:
@@ -94,9 +126,11 @@ class MoECost:
                  expert_parallel: int, weight_bytes: float, act_in_bytes: float, inv_c: float,
                  inv_c_fp16: float, inv_m: float, gemm_p: float, gemm_floor_s: float,
                  act_eff_mem: float, elem_floor_s: float, a2a_latency_s: float,
-                 weight_time_factor: float = 1.0, grouped_compute_efficiency: float = 1.0) -> None:
+                 weight_time_factor: float = 1.0, grouped_compute_efficiency: float = 1.0,
+                 pad_to: tuple[int, int] = (1, 1)) -> None:
         m, t, ep = model, int(tensor_parallel), int(expert_parallel)
         h, E, k = m.hidden_size, m.num_experts, m.experts_per_token
+        h_x = _round_up(h, pad_to[0])  # the routed experts' hidden size as the kernel stores it
         self.k, self.E = k, E
         self.dp = ep
         self.gpus = t * ep
@@ -112,18 +146,23 @@ class MoECost:
             self.experts_gpu = E
             f = m.moe_ffn_size // t
             self.pair_share = 1.0
+        f_x = _round_up(f, pad_to[1])
+        # fused-MoE workspace per routed token-expert pair (vLLM ``fused_experts``: the gate-up output
+        # and the down output share one buffer of max(2f, h), the activation output f; BF16)
+        self.workspace_per_pair = (max(2 * f_x, h_x) + f_x) * ACT_BYTES
         # routed experts: per pair (FLOPs and activation bytes) and per active expert (weights,
         # slowed by an in-kernel dequantisation that does not overlap the loads, see
         # :func:`dequant_weight_factor`)
         w_inv_m = inv_m * weight_time_factor
         self.grouped_compute_efficiency = float(grouped_compute_efficiency)
         g_inv_c = inv_c / grouped_compute_efficiency
-        self.up = (2.0 * h * 2 * f * g_inv_c, h * 2 * f * weight_bytes * w_inv_m,
+        self.up = (2.0 * h_x * 2 * f_x * g_inv_c, h_x * 2 * f_x * weight_bytes * w_inv_m,
                    (h * act_in_bytes + 2 * f * ACT_BYTES) * inv_m)
-        self.down = (2.0 * f * h * g_inv_c, f * h * weight_bytes * w_inv_m,
+        self.down = (2.0 * f_x * h_x * g_inv_c, f_x * h_x * weight_bytes * w_inv_m,
                      (f * act_in_bytes + h * ACT_BYTES) * inv_m)
         self.act_per_pair = 3 * f * ACT_BYTES / (gpu.mem_gbytes_per_s * 1e9 * act_eff_mem)
         self.elem_floor = elem_floor_s
+        self.fixed = MOE_LAYER_FIXED_S
         # router (FP16) and shared experts (dense, split by TP inside the rank)
         self.router = (2.0 * h * E * inv_c_fp16, h * E * ACT_BYTES * inv_m, (h + 2 * E) * ACT_BYTES * inv_m)
         fs = m.num_shared_experts * m.moe_ffn_size // t
@@ -151,8 +190,13 @@ class MoECost:
             self.a2a_per_token = 0.0
             self.a2a_lat = 0.0
         # weights per GPU of one MoE layer (parameters, and bytes at the tier)
-        self.weight_bytes_gpu = (self.experts_gpu * 3 * h * f * weight_bytes
+        self.weight_bytes_gpu = (self.experts_gpu * 3 * h_x * f_x * weight_bytes
                                  + 3 * h * fs * weight_bytes + h * E * ACT_BYTES)
+
+    def workspace_bytes(self, n_tokens: int) -> float:
+        """GPU memory of the fused-MoE intermediate buffers for an iteration of ``n_tokens`` (the
+        engine's profiling run allocates them at its largest batch, ahead of the KV cache)."""
+        return n_tokens * self.k * self.pair_share * self.workspace_per_pair
 
     def _gemm(self, terms: tuple[float, float, float], pairs: float, active: float) -> float:
         fc, wt, at = terms
@@ -175,7 +219,7 @@ class MoECost:
         active = self.experts_gpu * (1.0 - (1.0 - self.k / self.E) ** n_tokens)
         t = self._gemm(self.router, n_rank, 1.0)
         t += self._gemm(self.up, pairs, active) + self._gemm(self.down, pairs, active)
-        t += self.elem_floor + self.act_per_pair * pairs
+        t += self.elem_floor + self.fixed + self.act_per_pair * pairs
         if self.shared:
             t += self._gemm(self.sh_up, n_rank, 1.0) + self._gemm(self.sh_down, n_rank, 1.0)
             t += self.elem_floor + self.sh_act * n_rank

@@ -28,9 +28,10 @@ class ReplicaFeatures:
     def __call__(self, replicas: Sequence[Replica], now: float) -> np.ndarray:
         n = len(replicas)
         rows = []
-        outstanding = np.empty(n)
-        for i, rep in enumerate(replicas):
+        outs = []
+        for rep in replicas:
             pw, w = rep.prio_waiting, rep.waiting
+            running = rep.running
             if pw or w:
                 waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
                          for q in (pw, w) for r in q]
@@ -38,9 +39,12 @@ class ReplicaFeatures:
                 row = [k, max(waits), sum(waits) / k]
             else:
                 row = [0, 0.0, 0.0]
-            row += (len(rep.running), rep.kv_occupancy(), rep.recent_ttft.p90(), rep.recent_iter.p90(), 0.0)
+            kv = rep.kv  # (Replica.kv_occupancy and Replica.outstanding, inline)
+            row += (len(running), kv.used_blocks / kv.capacity_blocks, rep.recent_ttft.p90(),
+                    rep.recent_iter.p90(), 0.0)
             rows.append(row)
-            outstanding[i] = rep.outstanding()
+            outs.append(len(w) + len(pw) + len(running) + rep.inbound)
+        outstanding = np.array(outs, dtype=np.float64)
         # one float64 -> float32 conversion per value, as element-wise assignment does
         out = np.array(rows, dtype=np.float64).astype(np.float32) if n else np.zeros(
             (0, len(FEATURE_NAMES)), dtype=np.float32)

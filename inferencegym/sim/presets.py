@@ -107,6 +107,12 @@ class ModelPreset:
     routing_node_limit: int = 0
     """Node-limited routing: a token's experts span at most this many nodes (DeepSeek-V3
     ``topk_group`` 4), so it crosses the network at most this many times; 0: no limit."""
+    sliding_window: int = 0
+    """Tokens a sliding-window attention layer attends to (gpt-oss: 128); 0: every layer attends
+    to the whole context (``sim/sliding_window.py``)."""
+    sliding_window_layers: int = 0
+    """Layers with sliding-window attention (gpt-oss: 18 of 36, alternating with full attention);
+    their KV is held for the window only and their attention reads at most ``sliding_window`` keys."""
 
     @property
     def head_dim(self) -> int:
@@ -307,12 +313,13 @@ _MODELS: dict[str, ModelPreset] = {
         experts_per_token=8, moe_ffn_size=768, hf_id="Qwen/Qwen3-30B-A3B"),
     # openai/gpt-oss-120b: 36 layers, hidden 2880, 64 heads / 8 KV heads of head_dim 64, 128 experts
     # (intermediate_size 2880), top-4, vocab 201088: 116.8B total, 5.1B active (without the
-    # embedding; model card). Experts ship in MXFP4 (use quantization int4 as its stand-in); the
-    # alternating 128-token sliding-window layers are modelled as full attention (KV overestimated).
+    # embedding; model card). Experts ship in MXFP4 (quantization mxfp4); layer_types alternates
+    # sliding_attention (sliding_window 128) and full_attention: 18 layers each; attention sinks.
     "gpt-oss-120b": ModelPreset(
         name="gpt-oss-120b", num_layers=36, hidden_size=2880, num_heads=64, num_kv_heads=8,
         ffn_size=2880, vocab_size=201088, head_dim_override=64, num_experts=128,
-        experts_per_token=4, moe_ffn_size=2880, hf_id="openai/gpt-oss-120b"),
+        experts_per_token=4, moe_ffn_size=2880, sliding_window=128, sliding_window_layers=18,
+        hf_id="openai/gpt-oss-120b"),
     # Draft models for speculative decoding (same tokenizers as their targets).
     "tinyllama-1.1b": ModelPreset(
         name="tinyllama-1.1b", num_layers=22, hidden_size=2048, num_heads=32, num_kv_heads=4,

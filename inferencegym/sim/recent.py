@@ -20,20 +20,27 @@ def p90(values) -> float:
 
 
 class RecentValues(deque):
-    """A bounded deque (``maxlen``) that remembers its p90 until the next ``append`` (the only
-    mutation the simulator makes)."""
+    """A bounded deque (``maxlen``) that remembers its p90 until its contents change.
+
+    ``append`` is deque's own (C) method: the simulator appends once per iteration, far more often
+    than anyone reads the p90 (``simulate`` never does). A change is seen at the next read by the
+    length and the first and last *objects* held (references kept, so an identity cannot be
+    reused): every append puts a new last object, as long as the same object is not appended twice
+    in a row, which the simulator never does (each value is a fresh arithmetic result)."""
 
     def __init__(self, iterable=(), maxlen: int | None = None) -> None:
         super().__init__(iterable, maxlen)
-        self._p90: float | None = None
-
-    def append(self, x) -> None:
-        self._p90 = None
-        deque.append(self, x)
+        self._key: tuple | None = None
+        self._p90 = 0.0
 
     def p90(self) -> float:
         """p90 of the values held (0 when empty), as :func:`p90` computes it."""
-        v = self._p90
-        if v is None:
-            v = self._p90 = p90(self)
-        return v
+        if not self:
+            return 0.0
+        key = self._key
+        first = self[0]
+        last = self[-1]
+        if key is None or key[1] is not first or key[2] is not last or key[0] != len(self):
+            self._key = (len(self), first, last)
+            self._p90 = p90(self)
+        return self._p90

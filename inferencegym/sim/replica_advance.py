@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from .spec_step import apply_spec
+
 if TYPE_CHECKING:
     from .kv_cache import KVCache
     from .metrics import ReplicaWindow
@@ -131,42 +133,67 @@ class ReplicaAdvance:
             nt = self.n_tenants
             t_all = [0] * nt
             t_back = [0] * nt
-        for r in self.seg_decodes:
-            lt = r.last_token_s
-            if multi:
+        if multi:
+            for r in self.seg_decodes:
+                lt = r.last_token_s
                 t_all[r.tenant] += 1
-            if lt == t0:
-                back += 1
-                m = dl
-                if multi:
+                if lt == t0:
+                    back += 1
+                    m = dl
                     t_back[r.tenant] += 1
-            else:
-                g0 = t0 - lt + d0
-                if multi:
+                else:
+                    g0 = t0 - lt + d0
                     tw = gaps.get(g0)
                     if tw is None:
                         tw = gaps[g0] = [0] * nt
                     tw[r.tenant] += 1
+                    m = g0 if g0 > dl or k == 1 else dl
+                if m > r.tbt_max_s:
+                    r.tbt_max_s = m
+                r.tbt_sum_s += end - lt
+                r.last_token_s = end
+                g = r.generated_tokens + k
+                kvt = r.kv_tokens + k
+                if g >= r.output_tokens:
+                    if g > r.output_tokens:  # multi-step: finished inside the block; still computed
+                        over += g - r.output_tokens  # (its KV slots too) to the block's end
+                        g = r.output_tokens
+                    done.append(r)
+                r.generated_tokens = g
+                r.kv_tokens = kvt
+                nb = (kvt + bs1) // bs
+                if nb > r.kv_blocks:
+                    extra += nb - r.kv_blocks
+                    r.kv_blocks = nb
+        else:  # the same per sequence, one tenant (no per-tenant counts)
+            span = end - t0  # = end - lt for a sequence that produced the previous token at t0
+            for r in self.seg_decodes:
+                lt = r.last_token_s
+                if lt == t0:
+                    back += 1
+                    if dl > r.tbt_max_s:
+                        r.tbt_max_s = dl
+                    r.tbt_sum_s += span
                 else:
+                    g0 = t0 - lt + d0
                     gaps[g0] = gaps.get(g0, 0) + 1
-                m = g0 if g0 > dl or k == 1 else dl
-            if m > r.tbt_max_s:
-                r.tbt_max_s = m
-            r.tbt_sum_s += end - lt
-            r.last_token_s = end
-            g = r.generated_tokens + k
-            kvt = r.kv_tokens + k
-            if g >= r.output_tokens:
-                if g > r.output_tokens:  # multi-step: finished inside the block; still computed
-                    over += g - r.output_tokens  # (its KV slots too) to the block's end
-                    g = r.output_tokens
-                done.append(r)
-            r.generated_tokens = g
-            r.kv_tokens = kvt
-            nb = (kvt + bs1) // bs
-            if nb > r.kv_blocks:
-                extra += nb - r.kv_blocks
-                r.kv_blocks = nb
+                    m = g0 if g0 > dl or k == 1 else dl
+                    if m > r.tbt_max_s:
+                        r.tbt_max_s = m
+                    r.tbt_sum_s += end - lt
+                r.last_token_s = end
+                g = r.generated_tokens + k
+                kvt = r.kv_tokens = r.kv_tokens + k
+                if g >= r.output_tokens:
+                    if g > r.output_tokens:
+                        over += g - r.output_tokens
+                        g = r.output_tokens
+                    done.append(r)
+                r.generated_tokens = g
+                nb = (kvt + bs1) // bs
+                if nb > r.kv_blocks:
+                    extra += nb - r.kv_blocks
+                    r.kv_blocks = nb
         if multi:
             win.add_run(d0, step, k, back, B, gaps, t_back, t_all)
         else:
@@ -289,72 +316,8 @@ class ReplicaAdvance:
         return done, handoffs
 
     def _apply_spec(self, decodes: list, now: float) -> None:
-        """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
-        (each accepted with probability alpha until the first rejection) plus one target token:
-        ``min(Geometric(1 - alpha), k + 1)`` tokens, drawn by inversion from uniforms that the
-        replica's Generator produces in blocks (cheap per draw, still one seeded stream)."""
-        k = self.spec_k
-        kmax = k + 1
-        log = math.log
-        # per tenant: log(alpha) (< 0) for a draw, or the accepted count when alpha is 0 or 1
-        da = self.default_alpha
-        lat = []
-        for x in self.tenant_alpha:
-            a = da if x is None else x
-            lat.append(1 if a <= 0.0 else (kmax if a >= 1.0 else log(a)))
-        nta = len(lat)
-        ldef = 1 if da <= 0.0 else (kmax if da >= 1.0 else log(da))
-        win = self.win
-        rec = win.tbt
-        d0a, sta, na, wa = rec.d0.append, rec.step.append, rec.n.append, rec.w.append
-        ttbt = win.ttbt  # (add_tbt's records, inline: one call per sequence was most of the step)
-        buf = self._ubuf
-        ui = self._ui
-        toks = 0
-        acc = 0
-        for r in decodes:
-            t = r.tenant
-            lg = lat[t] if t < nta else ldef
-            if lg < 0:
-                if ui >= len(buf):
-                    buf = self._ubuf = self.rng.random(4096).tolist()
-                    ui = 0
-                u = 1.0 - buf[ui]  # in (0, 1]
-                ui += 1
-                j = int(log(u) / lg) + 1
-                if j > kmax:
-                    j = kmax
-            else:
-                j = lg
-            acc += j - 1
-            n = r.output_tokens - r.generated_tokens
-            if j < n:
-                n = j
-            gap = now - r.last_token_s
-            per = gap / n
-            fn = float(n)
-            d0a(per)
-            sta(0.0)
-            na(1)
-            wa(fn)
-            if ttbt is not None and t >= 0:
-                tr = ttbt[t]
-                tr.d0.append(per)
-                tr.step.append(0.0)
-                tr.n.append(1)
-                tr.w.append(fn)
-            if per > r.tbt_max_s:
-                r.tbt_max_s = per
-            r.tbt_sum_s += gap
-            r.last_token_s = now
-            r.generated_tokens += n
-            r.kv_tokens += n
-            toks += n
-        self._ui = ui
-        win.spec_proposed += len(decodes) * k
-        win.spec_accepted += acc
-        win.tokens_out += toks
-        win.quality_token_sum += self.quality * toks
+        """Speculative step of ``decodes`` ending at ``now`` (``sim/spec_step.py``)."""
+        apply_spec(self, decodes, now)
 
     # ------------------------------------------------------------------ interruption
     def _done_by(self, t: float) -> int:
@@ -366,6 +329,8 @@ class ReplicaAdvance:
         if dt <= 0:
             return 0
         a, b, B, S0 = self.seg_a, self.seg_b, self.seg_B, self.seg_S0
+        if a >= 0 and b >= 0 and a + b * (S0 + B * 1 * 0 / 2) > dt:  # the first iteration is still in progress (the loops
+            return 0                            # below end at 0: the end times grow with k)
         A = 0.5 * b * B
         L = a + b * S0 - A
         if A > 0:

@@ -81,8 +81,9 @@ def test_expert_weights_read_grow_with_batch_until_every_expert_is_active():
     t = [m._moe.layer_time_s(n) for n in (1, 4, 16, 64, 256)]
     assert t == sorted(t) and t[2] > 2 * t[0]  # 1 token reads 8 experts; 16 tokens read ~82
     dense = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb", engine_profile="kernel-only")
-    # batch 1 decode reads ~3.3B active parameters, far fewer than an 8B dense model
-    assert m.decode_step_time_s(1, 512) < 0.75 * dense.decode_step_time_s(1, 512)
+    # batch 1 decode reads ~3.3B active parameters, far fewer than an 8B dense model, but pays 48
+    # layers of the MoE kernels' fixed time (moe.MOE_LAYER_FIXED_S)
+    assert m.decode_step_time_s(1, 512) < 0.85 * dense.decode_step_time_s(1, 512)
 
 
 def test_expert_parallel_refused_for_dense_models_and_bad_splits():

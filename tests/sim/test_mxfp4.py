@@ -15,18 +15,40 @@ def _oss(quant: str = "mxfp4", **kw) -> ExecutionModel:
     return ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization=quant, **kw)
 
 
+def _native_fp4(m: ExecutionModel) -> ExecutionModel:
+    return m._replace(gpu=replace(get_gpu("h100-80gb"), name="h100-fp4", fp4_tflops=3958.0))
+
+
 def test_mxfp4_is_4_25_bits_per_expert_weight_and_bf16_elsewhere():
     q = get_quantization("mxfp4")
     assert q.weight_bytes_per_param == pytest.approx(4.25 / 8)
     m = get_model("gpt-oss-120b")
-    g = _oss()
+    g = _native_fp4(_oss())  # FP4 tensor cores: the checkpoint's layout, no padding
     experts = m.moe_layers * m.num_experts * m.expert_params
     rest = m.num_params - experts  # attention, router, norms, embeddings, LM head: BF16
     assert g.weight_bytes_per_gpu == pytest.approx(experts * 4.25 / 8 + rest * 2.0, rel=0.01)
-    # the int4 stand-in quantised the attention too: mxfp4 holds more bytes, hence less KV
-    assert g.weight_bytes_per_gpu > _oss("int4").weight_bytes_per_gpu
-    assert g.kv_capacity_tokens() < _oss("int4").kv_capacity_tokens()
     assert 60e9 < g.weight_bytes_per_gpu < 68e9  # the 120b checkpoint is ~65 GB
+    # the int4 stand-in quantised the attention too: mxfp4 holds more bytes, hence less KV
+    assert _oss().weight_bytes_per_gpu > _oss("int4").weight_bytes_per_gpu
+    assert _oss().kv_capacity_tokens() < _oss("int4").kv_capacity_tokens()
+
+
+def test_hopper_holds_the_experts_in_marlin_s_padded_layout():
+    """vLLM's Marlin MXFP4 MoE pads hidden 2880 -> 3072 and the expert width 2880 -> 2944; it logged
+    65.97 GiB loading gpt-oss-120b on one H100 (vllm-project/vllm#23278)."""
+    m = get_model("gpt-oss-120b")
+    hopper, native = _oss(), _native_fp4(_oss())
+    experts = m.moe_layers * m.num_experts * 3 * 3072 * 2944 * 4.25 / 8
+    rest = m.num_params - m.moe_layers * m.num_experts * m.expert_params
+    assert hopper.weight_bytes_per_gpu == pytest.approx(experts + rest * 2.0, rel=0.01)
+    assert hopper.weight_bytes_per_gpu == pytest.approx(65.97 * 2**30, rel=0.01)
+    assert hopper.kv_capacity_tokens() < 0.8 * native.kv_capacity_tokens()
+    # the fused-MoE buffers of the largest batch are reserved ahead of the KV cache
+    ws = 8192 * 4 * (2 * 2944 + 2944) * 2
+    assert hopper.activation_reserve_bytes - native.activation_reserve_bytes == pytest.approx(
+        ws - 8192 * 4 * (2 * 2880 + 2880) * 2)
+    dense = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb")
+    assert dense.activation_reserve_bytes == pytest.approx(2**30 + 8192 * (4096 + 40 * 128 + 3 * 14336) * 2)
 
 
 def test_mxfp4_is_refused_on_dense_models():
@@ -45,7 +67,7 @@ def test_dequant_factor_is_the_non_overlapped_conversion_time():
 
 def test_hopper_pays_the_dequant_where_fp4_tensor_cores_do_not():
     hopper = _oss()
-    native = hopper._replace(gpu=replace(get_gpu("h100-80gb"), name="h100-fp4", fp4_tflops=3958.0))
+    native = _native_fp4(hopper)
     # weight-bound decode (batch 1-8): the Hopper step is slower, by less than the dequant factor of
     # the experts' weight stream alone (attention, LM head and overheads are the same)
     for b in (1, 4, 8):
@@ -100,3 +122,25 @@ def test_moe_kernel_family_sets_the_expert_compute_efficiency():
     # prefill (compute-bound experts) pays the Triton efficiency; batch-1 decode (weight reads) does not
     assert q.prefill_time_s(8192) > 1.2 * fast.prefill_time_s(8192)
     assert q.decode_step_time_s(1, 100) == pytest.approx(fast.decode_step_time_s(1, 100), rel=0.02)
+
+
+def test_moe_layer_fixed_time_is_fitted_on_the_one_token_layers_and_holds_at_eight():
+    """Three published H100 MoE layers at 1 token (8-200 MB of weights): the fit's input; the
+    8-token rows and the gpt-oss-shaped layer at every batch are checks."""
+    from inferencegym.sim.calibration.moe_fit import (
+        CHECK_ROWS_H100_FP8,
+        GPT_OSS_BF16_H100_TUNED,
+        experts_time_us,
+        fit_fixed,
+        fixed_rows,
+    )
+    from inferencegym.sim.moe import MOE_KERNEL_COMPUTE_EFFICIENCY, MOE_LAYER_FIXED_S
+
+    assert fit_fixed() == pytest.approx(MOE_LAYER_FIXED_S, abs=0.5e-6)
+    e = MOE_KERNEL_COMPUTE_EFFICIENCY["triton"]
+    for _label, m, g, q, us in fixed_rows():
+        assert abs(experts_time_us(m, g, q, e, 1) / us - 1) < 0.2
+        assert experts_time_us(m, g, q, e, 1, fixed_s=0.0) < 0.9 * us  # without it: 13-51 % short
+    assert abs(experts_time_us("qwen3-30b-a3b", "h100-80gb", "fp8", e, 8) / CHECK_ROWS_H100_FP8[8] - 1) < 0.25
+    for n, us in GPT_OSS_BF16_H100_TUNED.items():
+        assert abs(experts_time_us("gpt-oss-120b", "h100-80gb", "fp16", e, n) / us - 1) < 0.1, n

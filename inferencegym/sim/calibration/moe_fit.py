@@ -9,7 +9,11 @@ no router, shared experts or all-to-all) with kernel times measured by vLLM's
   rows (>= 1,024 tokens): the one number fitted is the grouped GEMMs' compute efficiency relative
   to the calibrated dense GEMM (``moe.MOE_KERNEL_COMPUTE_EFFICIENCY["triton"]``);
 * **check** (out of sample: another GPU, data type and model): #24700 (H100, Qwen3-30B-A3B at TP1,
-  FP8 W8A8, the configs of vLLM's main branch of September 2025), every row.
+  FP8 W8A8, the configs of vLLM's main branch of September 2025), every row;
+* **the layer's fixed time** (``moe.MOE_LAYER_FIXED_S``: routing top-k, token sort, top-k sum):
+  the median residual of the 1-token rows of three H100 layers (:data:`FIXED_ROWS_H100`), where a
+  layer reads 8-200 MB of weights and the rest of its time is fixed; checked on the 8-token rows
+  and on #39902's gpt-oss-shaped layer at every batch.
 
 It prints the fitted figure and the per-row ratios; the figure is committed in ``sim/moe.py``.
 No GPU or reference file is needed (the published figures are in this module).
@@ -29,6 +33,29 @@ CHECK_ROWS_H100_FP8 = {1: 44.54, 8: 129.77, 64: 262.73, 256: 355.49, 512: 391.86
                        2048: 911.64, 4096: 1647.57}
 """Tokens -> measured microseconds, vLLM PR #24700 ("Main" rows: Qwen3-30B-A3B TP1, FP8 W8A8, H100)."""
 FIT_MIN_TOKENS = 1024
+GPT_OSS_BF16_H100_TUNED = {1: 85.24, 8: 501.58, 256: 2130.23, 512: 2199.61, 1024: 2314.23}
+"""Tokens -> measured microseconds, vLLM PR #39902 (gpt-oss-120b's MoE shape, E=128, N=2880,
+top-4, Triton ``fused_moe`` on one H100 with the tuned configs; the weights read at 8 and 1,024
+tokens, 1.4 and 6.4 GB in 0.50 and 2.3 ms, are BF16 ones)."""
+
+
+def _qwen3_next_layer():
+    from inferencegym.sim.presets import ModelPreset
+
+    # Qwen3-Next-80B-A3B at TP4: 512 experts of 2048 x 512/4, top-10 (vLLM PR #44830's E=512, N=128)
+    return ModelPreset(name="qwen3-next-tp4-moe-layer", num_layers=1, hidden_size=2048, num_heads=16,
+                       num_kv_heads=2, ffn_size=512, vocab_size=151936, num_experts=512,
+                       experts_per_token=10, moe_ffn_size=128)
+
+
+def fixed_rows():
+    """``(label, model, gpu, quantization, measured us)`` of the 1-token rows the fixed time is fitted on."""
+    from inferencegym.sim.presets import get_model
+
+    return (("Qwen3-Next TP4 FP8, H100 (PR #44830)", _qwen3_next_layer(), "h100-80gb", "fp8", 29.45),
+            ("Qwen3-30B-A3B FP8, H100 (PR #24700)", "qwen3-30b-a3b", "h100-80gb", "fp8", CHECK_ROWS_H100_FP8[1]),
+            ("gpt-oss-120b shape BF16, H100 (PR #39902)", get_model("gpt-oss-120b"), "h100-80gb", "fp16",
+             GPT_OSS_BF16_H100_TUNED[1]))
 
 
 def _gemma_moe():
@@ -38,8 +65,11 @@ def _gemma_moe():
                        ffn_size=2816, vocab_size=262144, num_experts=128, experts_per_token=8, moe_ffn_size=704)
 
 
-def experts_time_us(model, gpu: str, quantization: str, efficiency: float, n_tokens: int) -> float:
-    """Modelled routed-expert time of one layer for ``n_tokens`` at grouped-GEMM ``efficiency``."""
+def experts_time_us(model, gpu: str, quantization: str, efficiency: float, n_tokens: int,
+                    fixed_s: float | None = None) -> float:
+    """Modelled routed-expert time of one layer for ``n_tokens`` at grouped-GEMM ``efficiency``
+    (what ``benchmark_moe.py`` times: the grouped GEMMs, activation and the layer's fixed kernels,
+    ``fixed_s``, default ``moe.MOE_LAYER_FIXED_S``; no router GEMM, shared experts or all-to-all)."""
     from inferencegym.sim.execution import ExecutionModel
     from inferencegym.sim.presets import get_model
 
@@ -53,8 +83,21 @@ def experts_time_us(model, gpu: str, quantization: str, efficiency: float, n_tok
     down = (moe.down[0] / scale, moe.down[1], moe.down[2])
     pairs = n_tokens * moe.k * moe.pair_share
     active = moe.experts_gpu * (1.0 - (1.0 - moe.k / moe.E) ** n_tokens)
-    t = moe._gemm(up, pairs, active) + moe._gemm(down, pairs, active) + moe.elem_floor + moe.act_per_pair * pairs
+    fixed = moe.fixed if fixed_s is None else fixed_s
+    t = (moe._gemm(up, pairs, active) + moe._gemm(down, pairs, active) + moe.elem_floor + fixed
+         + moe.act_per_pair * pairs)
     return 1e6 * t
+
+
+def fit_fixed() -> float:
+    """The layer's fixed time (seconds): median over :func:`fixed_rows` of measured minus modelled
+    without it, at the committed grouped-GEMM efficiency."""
+    from statistics import median
+
+    from inferencegym.sim.moe import MOE_KERNEL_COMPUTE_EFFICIENCY
+
+    e = MOE_KERNEL_COMPUTE_EFFICIENCY["triton"]
+    return 1e-6 * median(us - experts_time_us(m, g, q, e, 1, fixed_s=0.0) for _l, m, g, q, us in fixed_rows())
 
 
 def fit() -> float:
@@ -69,11 +112,18 @@ def fit() -> float:
 
 
 def main() -> None:
+    fx = fit_fixed()
+    print(f"fitted MoE layer fixed time (1-token rows, median residual): {1e6 * fx:.1f} us")
+    for label, m, g, q, us in fixed_rows():
+        print(f"  {label}: measured {us:.1f} us, model without it "
+              f"{experts_time_us(m, g, q, 0.44, 1, fixed_s=0.0):.1f} us")
     e = fit()
     print(f"fitted grouped-GEMM compute efficiency (Triton fused MoE), relative to the dense fit: {e:.3f}")
     for label, model, gpu, quant, rows in (
             ("fit   H200 BF16 (PR #44818)", _gemma_moe(), "h200-141gb", "fp16", FIT_ROWS_H200_BF16),
-            ("check H100 FP8 Qwen3 (PR #24700)", "qwen3-30b-a3b", "h100-80gb", "fp8", CHECK_ROWS_H100_FP8)):
+            ("check H100 FP8 Qwen3 (PR #24700)", "qwen3-30b-a3b", "h100-80gb", "fp8", CHECK_ROWS_H100_FP8),
+            ("check H100 BF16 gpt-oss shape (PR #39902)", "gpt-oss-120b", "h100-80gb", "fp16",
+             GPT_OSS_BF16_H100_TUNED)):
         for n, us in rows.items():
             sim = experts_time_us(model, gpu, quant, e, n)
             before = experts_time_us(model, gpu, quant, 1.0, n)
