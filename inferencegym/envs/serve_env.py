@@ -370,8 +370,8 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             "queue_depth": float(stats.queue_depth),
             "running": float(stats.running),
             "kv_occupancy": _f(stats.kv_occupancy_mean),
-            "mean_prompt_tokens": float(wl.prompt_tokens[lo:hi].mean()) if n_arr else 0.0,
-            "median_prompt_tokens": float(np.median(wl.prompt_tokens[lo:hi])) if n_arr else 0.0,
+            "mean_prompt_tokens": _int_mean(wl.prompt_tokens[lo:hi]) if n_arr else 0.0,
+            "median_prompt_tokens": _int_median(wl.prompt_tokens[lo:hi]) if n_arr else 0.0,
             "ttft_p50_s": _f(ttft["p50"]),
             "ttft_p99_s": _f(ttft["p99"]),
             "itl_p50_s": _f(tbt["p50"]),
@@ -482,3 +482,22 @@ def _single_tasks():
 
 
 __all__ = ["LLMServeEnv", "OBS_FEATURES", "RAW_KEYS", "InvalidActionError", "nominal_rates"]
+
+
+def _int_mean(a: np.ndarray) -> float:
+    """``float(a.mean())`` of a short integer array without numpy's reduction set-up: the integer
+    sum is exact in any order (below 2**53), then one division, as numpy does it."""
+    if a.dtype.kind not in "iu":
+        return float(a.mean())
+    return float(int(a.sum())) / a.size
+
+
+def _int_median(a: np.ndarray) -> float:
+    """``float(np.median(a))`` of a short integer array: the middle value, or the two middle
+    values' sum (exact) halved, as numpy computes it."""
+    if a.dtype.kind not in "iu":
+        return float(np.median(a))
+    v = sorted(a.tolist())
+    m = len(v) // 2
+    return float(v[m]) if len(v) % 2 else float(v[m - 1] + v[m]) / 2.0
+

@@ -4,7 +4,6 @@ every decision; most replicas have not changed since the previous one)."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections import deque
 
 
@@ -13,10 +12,7 @@ def p90(values) -> float:
     Python: np.percentile costs ~20 us per call, which dominated the router's decision time."""
     if not values:
         return 0.0
-    return _p90_sorted(sorted(values))
-
-
-def _p90_sorted(x: list) -> float:
+    x = sorted(values)
     pos = 0.9 * (len(x) - 1)
     lo = int(pos)
     hi = lo + 1 if lo + 1 < len(x) else lo
@@ -24,43 +20,27 @@ def _p90_sorted(x: list) -> float:
 
 
 class RecentValues(deque):
-    """A bounded deque (``maxlen``) that remembers its p90 until the next ``append`` (the only
-    mutation the simulator makes) and keeps its values sorted beside it (one insertion and one
-    removal per append instead of a sort per p90: the same values, so the same p90)."""
+    """A bounded deque (``maxlen``) that remembers its p90 until its contents change.
+
+    ``append`` is deque's own (C) method: the simulator appends once per iteration, far more often
+    than anyone reads the p90 (``simulate`` never does). A change is seen at the next read by the
+    length and the first and last *objects* held (references kept, so an identity cannot be
+    reused): every append puts a new last object, as long as the same object is not appended twice
+    in a row, which the simulator never does (each value is a fresh arithmetic result)."""
 
     def __init__(self, iterable=(), maxlen: int | None = None) -> None:
         super().__init__(iterable, maxlen)
-        self._p90: float | None = None
-        self._sorted: list | None = sorted(self)
-
-    def append(self, x) -> None:
-        self._p90 = None
-        s = self._sorted
-        if s is not None:
-            if x != x:  # NaN: no order; sort from scratch at the next read
-                self._sorted = None
-            elif len(self) == self.maxlen:
-                old = self[0]
-                if old != old:
-                    self._sorted = None
-                else:
-                    del s[bisect_left(s, old)]  # an equal value: the same multiset either way
-                    insort(s, x)
-            else:
-                insort(s, x)
-        deque.append(self, x)
+        self._key: tuple | None = None
+        self._p90 = 0.0
 
     def p90(self) -> float:
         """p90 of the values held (0 when empty), as :func:`p90` computes it."""
-        v = self._p90
-        if v is None:
-            if not self:
-                v = 0.0
-            else:
-                s = self._sorted
-                if s is None or len(s) != len(self):  # (a NaN, or a mutation other than append)
-                    s = sorted(self)
-                    self._sorted = None if any(y != y for y in s) else s
-                v = _p90_sorted(s)
-            self._p90 = v
-        return v
+        if not self:
+            return 0.0
+        key = self._key
+        first = self[0]
+        last = self[-1]
+        if key is None or key[1] is not first or key[2] is not last or key[0] != len(self):
+            self._key = (len(self), first, last)
+            self._p90 = p90(self)
+        return self._p90

@@ -73,6 +73,13 @@ class RunLedger:
         self.win_ok = []
 
 
+def _mean(xs: list) -> float:
+    """``float(np.mean(xs))``; one value (one replica) is returned as numpy returns it (x / 1)."""
+    if len(xs) == 1:
+        return xs[0] / 1.0
+    return float(np.mean(xs))
+
+
 def _arith_mean(d0, step, n, w) -> float:
     tw = (n * w).sum()
     if tw <= 0:
@@ -160,7 +167,7 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
         throughput_req_s=len(done) / dur if dur > 0 else 0.0,
         goodput_req_s=sum(slo_ok) / dur if dur > 0 else 0.0,
         slo_attainment=(sum(slo_ok) / len(slo_ok)) if slo_ok else math.nan,
-        kv_occupancy_mean=float(np.mean(occ)) if occ else 0.0,
+        kv_occupancy_mean=_mean(occ) if occ else 0.0,
         kv_occupancy_max=occ_max,
         kv_fragmentation=(alloc - used_tok) / alloc if alloc else 0.0,
         gpu_memory_used_gb=mem,
@@ -172,6 +179,6 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
         quality_delta=qsum / tokens if tokens else float(np.mean([r.quality for r in replicas])),
         prefix_hit_rate=hit_tok / q_tok if q_tok else math.nan,
         prefix_cached_tokens=hit_tok,
-        prefix_cache_occupancy=float(np.mean(cache_occ)),
+        prefix_cache_occupancy=_mean(cache_occ),
         replica_prefix_hit_rate=rep_hit,
         tenants=tstats)

@@ -1,0 +1,73 @@
+"""The hot path's shortcuts give what the plain computation gives (issue 24 speed work).
+
+- window TBT percentiles of one-value records (a speculative step's records) skip the expansion;
+  the result is the inverted-CDF percentile of the records, the input value selected exactly;
+- a replica's recent-value window (``RecentValues``) answers its p90 from a cache checked at the
+  read; after any sequence of appends it equals the p90 of the values held.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from inferencegym.sim.metrics import weighted_arith_percentiles
+from inferencegym.sim.recent import RecentValues, p90
+
+
+def _inverted_cdf(values: list[float], weights: list[int], q: float) -> float:
+    """The smallest value whose cumulative weight (values in ascending order) reaches q % of the total."""
+    pairs = sorted(zip(values, weights), key=lambda p: p[0])
+    total = float(sum(weights))
+    target = total * q / 100.0
+    acc = 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= target:
+            return v
+    return pairs[-1][0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_value_records_give_the_inverted_cdf_percentiles(seed):
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 400))
+    d0 = np.round(rng.random(m) * 0.05, int(rng.integers(2, 6)))  # ties on purpose
+    w = rng.integers(1, 6, m).astype(float)
+    qs = (50.0, 90.0, 99.0)
+    got = weighted_arith_percentiles(d0, np.zeros(m), np.ones(m), w, qs)
+    want = [_inverted_cdf(d0.tolist(), w.astype(int).tolist(), q) for q in qs]
+    assert got == want  # a selected input value: exact
+
+
+def test_one_value_records_agree_with_the_expanded_form():
+    # the same multiset written as one-value records and as arithmetic runs (n > 1, step 0)
+    rng = np.random.default_rng(7)
+    vals = np.round(rng.random(50), 3)
+    ones = weighted_arith_percentiles(np.repeat(vals, 3), np.zeros(150), np.ones(150), np.full(150, 2.0),
+                                      (50, 90, 99))
+    runs = weighted_arith_percentiles(vals, np.zeros(50), np.full(50, 3.0), np.full(50, 2.0), (50, 90, 99))
+    assert ones == runs
+
+
+@pytest.mark.parametrize("maxlen", [1, 2, 5, 32])
+def test_recent_values_p90_follows_every_append(maxlen):
+    rnd = random.Random(maxlen)
+    rv = RecentValues(maxlen=maxlen)
+    assert rv.p90() == 0.0
+    for _ in range(400):
+        rv.append(rnd.choice([0.25, 0.5, 1.0]) * rnd.choice([1.0, 2.0]) + rnd.random() * rnd.choice([0.0, 1e-3]))
+        if rnd.random() < 0.4:
+            assert rv.p90() == p90(list(rv))
+            assert rv.p90() == p90(list(rv))  # the cached answer
+
+
+def test_window_mean_of_one_replica_is_numpys():
+    from inferencegym.sim.window_metrics import _mean
+
+    rng = np.random.default_rng(3)
+    for _ in range(1000):
+        xs = rng.random(int(rng.integers(1, 5))).tolist()
+        assert _mean(xs) == float(np.mean(xs))
