@@ -1,16 +1,19 @@
 """Learned control-plane agents (issue 22): the autoscaler of ``cluster_autoscaling`` and the
 admission controller of ``cluster_admission`` as RLModules.
 
-Autoscaler: an MLP (``MLPModule``) over the ``history`` features of ``envs/control_features.py``,
+Autoscaler: an MLP (``MLPModule``) over the features of ``envs/control_features.py`` (``schedule``
+for the shipped module, ``history`` for older exports; the export names its set),
 ``Discrete(max_replicas + 1)`` target replicas. Trained on the training days only:
 
-1. **Warm start by imitation of the privileged ceiling** (DAgger): the first round rolls the
-   ``hindsight`` controller (which knows the episode's realized arrivals) and records its target at
-   every control step; later rounds roll the student (with probability ``beta`` the teacher) and
-   relabel every visited state with the teacher's target. The student sees observable features
-   only, so it learns the best observable approximation of the ceiling's schedule.
-2. **Conservative PPO fine-tuning** (``benchmarks/train_control.py --ppo-minutes``): RLlib PPO on
-   ``ControlEnv(features="history")`` from the cloned module, small learning rate and clip.
+1. **Imitation of the privileged ceiling** (DAgger, ``benchmarks/train_control.py``): the first
+   round rolls the ``hindsight`` controller (which knows the episode's realized arrivals) and
+   records its target at every control step; later rounds roll the student (with probability
+   ``beta`` the teacher) and relabel every visited state with the teacher's target. The student
+   sees observable features only, so it learns the best observable approximation of the
+   ceiling's schedule.
+2. **Conservative PPO fine-tuning** (``benchmarks/finetune_control.py``): RLlib PPO on
+   ``ControlEnv`` from the DAgger module (its value head fitted first), small learning rate and
+   clip; exported only if it beats its warm start on the validation days.
 
 :class:`LearnedAutoscaler` / :class:`LearnedAdmission` adapt a loaded module to the controller
 interfaces of ``evaluation/control.py`` (``reset(ctx)`` / ``act(obs)``; ``reset(capacity_rps)`` /

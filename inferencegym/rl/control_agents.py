@@ -153,16 +153,21 @@ def control_ppo_config(env_config: dict, *, warm_start: dict[str, str] | None = 
 
 
 def _warm_spec(spec: Any, name: str, task_id: str) -> Any:
-    """``spec`` with the architecture of the learned module ``name`` and a loader of its weights."""
-    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-
+    """``spec`` with the architecture and weights of the learned module ``name``."""
     from inferencegym.rl.policy_loader import load_policy
 
-    pol = load_policy(name, task_id)
-    src = pol.module
-    if src.observation_space.shape != spec.observation_space.shape or src.action_space != spec.action_space:
-        raise ValueError(f"{name} maps {src.observation_space.shape} observations to {src.action_space}; "
-                         f"the agent has {spec.observation_space.shape} and {spec.action_space} "
+    return warm_module_spec(load_policy(name, task_id).module, spec.observation_space, spec.action_space,
+                            source=name)
+
+
+def warm_module_spec(src: Any, observation_space: Any, action_space: Any, *, source: str = "module") -> Any:
+    """An ``RLModuleSpec`` whose module starts as a copy of the built module ``src`` (a warm start:
+    same class, model config and weights; value head included)."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    if src.observation_space.shape != observation_space.shape or src.action_space != action_space:
+        raise ValueError(f"{source} maps {src.observation_space.shape} observations to {src.action_space}; "
+                         f"the agent has {observation_space.shape} and {action_space} "
                          f"(autoscaler_features and the task's max_replicas must match)")
     state = {k: v.clone() for k, v in src.state_dict().items()}
 
@@ -172,5 +177,5 @@ def _warm_spec(spec: Any, name: str, task_id: str) -> Any:
             self.load_state_dict(state)
 
     Warm.__name__ = f"Warm{type(src).__name__}"
-    return RLModuleSpec(module_class=Warm, observation_space=spec.observation_space,
-                        action_space=spec.action_space, model_config=dict(src.model_config))
+    return RLModuleSpec(module_class=Warm, observation_space=observation_space, action_space=action_space,
+                        model_config=dict(src.model_config))

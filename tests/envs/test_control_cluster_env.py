@@ -125,3 +125,20 @@ def test_bad_actions_and_config_are_one_clear_error():
         env.step({})
     obs, *_ = env.step({"autoscaler": 1})  # still usable after the refusals
     assert obs
+
+
+def test_a_crashed_replica_leaves_the_agent_set_and_its_requests_come_back_to_the_router():
+    env = _env(episode_s=90.0, lifecycle={**FAST, "initial_replicas": 2, "crash_times_s": (40.0,)})
+    log, routed, infos, _ = _play(env, lambda t: 2)
+    f = env.fleet
+    crash = [(t, i) for t, i, s in f.lifecycle.log if s == "crashed"]
+    assert crash and crash[0][0] == pytest.approx(40.0, abs=1.0)
+    t_c, slot = crash[0]
+    rid = f"replica_{slot}"
+    # gone from the agent set while its slot restarts (the autoscaler's target of 2 brings a new node)
+    assert not any(rid in agents for t, agents in log if t_c + 1 < t < t_c + 20)
+    assert not [i for t, i in routed if i == slot and t_c < t < t_c + 20]
+    # its in-flight requests were retried: the router decided them again, and none is lost
+    assert f.retries > 0 and len(routed) >= len(f.requests) - 5
+    s = infos[next(iter(infos))]["summary"]
+    assert s["crashes"] == 1 and s["arrivals"] == len(f.requests)

@@ -109,3 +109,22 @@ def test_pretrained_control_policy_evaluates_and_serves_the_same_actions(task):
     again = evaluate_control(f"pretrained:{task}", task, episodes=1, seed=1000, **kw)
     assert row["policy"] == f"pretrained:{task}" and 0.0 <= row["score_mean"] <= 1.0
     assert row["episodes_detail"] == again["episodes_detail"]  # deterministic
+
+
+def test_the_schedule_features_hold_exactly_what_the_scheduled_rule_computes():
+    from inferencegym.envs.control_features import SCHEDULE_NAMES
+    from inferencegym.policies.autoscalers import make_autoscaler
+
+    env = ControlEnv(split="validation", features="schedule", episode_windows_override=3)
+    obs, _ = env.reset(seed=1)
+    names = feature_names("schedule")
+    assert names[-len(SCHEDULE_NAMES):] == SCHEDULE_NAMES and obs.shape == (len(names),)
+    rule = make_autoscaler("scheduled")
+    rule.reset(env.ctx)
+    done, seen = False, set()
+    while not done:
+        a = rule.act(env.fleet.observe())
+        assert obs[names.index("scheduled_target_frac")] * env.task.max_replicas == pytest.approx(a, abs=1e-5)
+        seen.add(a)
+        obs, _, done, _, _ = env.step(a)
+    assert obs[names.index("level_need_frac")] >= 0.0
