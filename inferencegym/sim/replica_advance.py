@@ -133,67 +133,42 @@ class ReplicaAdvance:
             nt = self.n_tenants
             t_all = [0] * nt
             t_back = [0] * nt
-        if multi:
-            for r in self.seg_decodes:
-                lt = r.last_token_s
+        for r in self.seg_decodes:
+            lt = r.last_token_s
+            if multi:
                 t_all[r.tenant] += 1
-                if lt == t0:
-                    back += 1
-                    m = dl
+            if lt == t0:
+                back += 1
+                m = dl
+                if multi:
                     t_back[r.tenant] += 1
-                else:
-                    g0 = t0 - lt + d0
+            else:
+                g0 = t0 - lt + d0
+                if multi:
                     tw = gaps.get(g0)
                     if tw is None:
                         tw = gaps[g0] = [0] * nt
                     tw[r.tenant] += 1
-                    m = g0 if g0 > dl or k == 1 else dl
-                if m > r.tbt_max_s:
-                    r.tbt_max_s = m
-                r.tbt_sum_s += end - lt
-                r.last_token_s = end
-                g = r.generated_tokens + k
-                kvt = r.kv_tokens + k
-                if g >= r.output_tokens:
-                    if g > r.output_tokens:  # multi-step: finished inside the block; still computed
-                        over += g - r.output_tokens  # (its KV slots too) to the block's end
-                        g = r.output_tokens
-                    done.append(r)
-                r.generated_tokens = g
-                r.kv_tokens = kvt
-                nb = (kvt + bs1) // bs
-                if nb > r.kv_blocks:
-                    extra += nb - r.kv_blocks
-                    r.kv_blocks = nb
-        else:  # the same per sequence, one tenant (no per-tenant counts)
-            span = end - t0  # = end - lt for a sequence that produced the previous token at t0
-            for r in self.seg_decodes:
-                lt = r.last_token_s
-                if lt == t0:
-                    back += 1
-                    if dl > r.tbt_max_s:
-                        r.tbt_max_s = dl
-                    r.tbt_sum_s += span
                 else:
-                    g0 = t0 - lt + d0
                     gaps[g0] = gaps.get(g0, 0) + 1
-                    m = g0 if g0 > dl or k == 1 else dl
-                    if m > r.tbt_max_s:
-                        r.tbt_max_s = m
-                    r.tbt_sum_s += end - lt
-                r.last_token_s = end
-                g = r.generated_tokens + k
-                kvt = r.kv_tokens = r.kv_tokens + k
-                if g >= r.output_tokens:
-                    if g > r.output_tokens:
-                        over += g - r.output_tokens
-                        g = r.output_tokens
-                    done.append(r)
-                r.generated_tokens = g
-                nb = (kvt + bs1) // bs
-                if nb > r.kv_blocks:
-                    extra += nb - r.kv_blocks
-                    r.kv_blocks = nb
+                m = g0 if g0 > dl or k == 1 else dl
+            if m > r.tbt_max_s:
+                r.tbt_max_s = m
+            r.tbt_sum_s += end - lt
+            r.last_token_s = end
+            g = r.generated_tokens + k
+            kvt = r.kv_tokens + k
+            if g >= r.output_tokens:
+                if g > r.output_tokens:  # multi-step: finished inside the block; still computed
+                    over += g - r.output_tokens  # (its KV slots too) to the block's end
+                    g = r.output_tokens
+                done.append(r)
+            r.generated_tokens = g
+            r.kv_tokens = kvt
+            nb = (kvt + bs1) // bs
+            if nb > r.kv_blocks:
+                extra += nb - r.kv_blocks
+                r.kv_blocks = nb
         if multi:
             win.add_run(d0, step, k, back, B, gaps, t_back, t_all)
         else:
