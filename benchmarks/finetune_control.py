@@ -28,6 +28,7 @@ from inferencegym.rl.bc import bc_train
 from inferencegym.rl.control import LearnedAutoscaler, export_control_module, greedy_actor
 from inferencegym.rl.control_agents import warm_module_spec
 from inferencegym.rl.policy_loader import load_exported
+from validate_control import validation_episodes  # noqa: E402  (benchmarks/, on sys.path when run as a script)
 
 ENV = "inferencegym_control_single"
 
@@ -55,18 +56,9 @@ def rollout_returns(env: ControlEnv, module, seed: int, gamma: float) -> tuple[l
 
 
 def validate(module, features: str, episodes: int) -> list[dict]:
-    env = ControlEnv(split="validation", features=features)
+    """Greedy validation-day episodes of ``module`` (``validate_control.validation_episodes``)."""
     ctl = LearnedAutoscaler(type("P", (), {"act": staticmethod(greedy_actor(module))})(), features)
-    eps = []
-    for s in range(5000, 5000 + episodes):
-        env.reset(seed=s)
-        ctl.reset(env.ctx)
-        done = False
-        while not done:
-            _, _, done, _, info = env.step(ctl.act(env.fleet.observe()))
-        eps.append({"day": env.day, "seed": s, "score": info["score"], "gpu_hours": info["summary"]["gpu_hours"],
-                    "slo_attainment": info["summary"]["slo_attainment"]})
-    return eps
+    return validation_episodes(ctl, features, episodes)
 
 
 def main() -> None:

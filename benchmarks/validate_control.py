@@ -36,6 +36,22 @@ def controller(spec: str):
     return make_autoscaler(spec), "base"
 
 
+def validation_episodes(ctl, features: str, episodes: int) -> list[dict]:
+    """Greedy episodes of autoscaler ``ctl`` on validation seeds 5000.. (one record each)."""
+    env = ControlEnv(split="validation", features=features)
+    eps = []
+    for s in range(5000, 5000 + episodes):
+        c0 = time.process_time()
+        env.reset(seed=s)
+        ctl.reset(env.ctx)
+        done = False
+        while not done:
+            _, _, done, _, info = env.step(ctl.act(env.fleet.observe()))
+        eps.append({"day": env.day, "seed": s, "score": info["score"], "gpu_hours": info["summary"]["gpu_hours"],
+                    "slo_attainment": info["summary"]["slo_attainment"], "cpu_s": time.process_time() - c0})
+    return eps
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--policies", required=True)
@@ -45,17 +61,7 @@ def main() -> None:
     out = {}
     for spec in a.policies.split(","):
         ctl, feats = controller(spec)
-        env = ControlEnv(split="validation", features=feats)
-        eps = []
-        for s in range(5000, 5000 + a.episodes):
-            c0 = time.process_time()
-            env.reset(seed=s)
-            ctl.reset(env.ctx)
-            done = False
-            while not done:
-                _, _, done, _, info = env.step(ctl.act(env.fleet.observe()))
-            eps.append({"day": env.day, "seed": s, "score": info["score"], "gpu_hours": info["summary"]["gpu_hours"],
-                        "slo_attainment": info["summary"]["slo_attainment"], "cpu_s": time.process_time() - c0})
+        eps = validation_episodes(ctl, feats, a.episodes)
         out[spec] = eps
         print(f"{spec}: score {np.mean([e['score'] for e in eps]):.4f}, GPU-hours "
               f"{np.mean([e['gpu_hours'] for e in eps]):.1f}, SLO {np.mean([e['slo_attainment'] for e in eps]):.4f}",
