@@ -49,3 +49,19 @@ def reference_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture
+def local_ray():
+    """A local Ray for one tiny RLlib test (2 CPUs, no dashboard, one torch thread): started unless
+    one already runs, and shut down afterwards only if this fixture started it."""
+    import ray
+    import torch
+
+    torch.set_num_threads(1)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    if started:
+        ray.shutdown()

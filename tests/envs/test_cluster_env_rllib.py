@@ -6,9 +6,7 @@ import pytest
 
 
 @pytest.mark.ray
-def test_ppo_one_iteration_on_cluster_env():
-    ray = pytest.importorskip("ray")
-    import torch
+def test_ppo_one_iteration_on_cluster_env(local_ray):
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -16,29 +14,21 @@ def test_ppo_one_iteration_on_cluster_env():
     from inferencegym.envs.cluster_env import ClusterEnv
     from inferencegym.rl.modules import ReplicaAgentModule, ReplicaAttentionRouter
 
-    torch.set_num_threads(1)
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        cfg = (PPOConfig()
-               .environment(ClusterEnv, env_config={"task_id": "cluster_heterogeneous",
-                                                    "episode_windows": 4})
-               .env_runners(num_env_runners=0).learners(num_learners=0)
-               .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1)
-               .multi_agent(policies={"router_pol", "replica_pol"},
-                            policy_mapping_fn=lambda aid, *a, **k: "router_pol" if aid == "router"
-                            else "replica_pol")
-               .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={
-                   "router_pol": RLModuleSpec(module_class=ReplicaAttentionRouter),
-                   "replica_pol": RLModuleSpec(module_class=ReplicaAgentModule)}))
-               .debugging(seed=0))
-        algo = cfg.build_algo()
-        result = algo.train()
-        algo.stop()
-    finally:
-        if started:
-            ray.shutdown()
+    cfg = (PPOConfig()
+           .environment(ClusterEnv, env_config={"task_id": "cluster_heterogeneous",
+                                                "episode_windows": 4})
+           .env_runners(num_env_runners=0).learners(num_learners=0)
+           .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1)
+           .multi_agent(policies={"router_pol", "replica_pol"},
+                        policy_mapping_fn=lambda aid, *a, **k: "router_pol" if aid == "router"
+                        else "replica_pol")
+           .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={
+               "router_pol": RLModuleSpec(module_class=ReplicaAttentionRouter),
+               "replica_pol": RLModuleSpec(module_class=ReplicaAgentModule)}))
+           .debugging(seed=0))
+    algo = cfg.build_algo()
+    result = algo.train()
+    algo.stop()
     assert result["env_runners"]["num_env_steps_sampled"] >= 256
     returns = result["env_runners"]["agent_episode_returns_mean"]
     assert "router" in returns and "replica_0" in returns

@@ -87,28 +87,17 @@ def test_the_attention_router_leaves_absent_replicas_out():
 
 
 @pytest.mark.ray
-def test_ppo_with_the_control_agents_builds_and_runs_one_iteration():
-    ray = pytest.importorskip("ray")
-    import torch
-
+def test_ppo_with_the_control_agents_builds_and_runs_one_iteration(local_ray):
     from inferencegym.rl.control_agents import control_ppo_config
 
-    torch.set_num_threads(1)
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        env_config = {"task_id": "cluster_autoscaling", "episode_s": 60.0, "split": "train",
-                      "admission": "agent", "replica_window_s": 10.0,
-                      "lifecycle": {"initial_replicas": 1, "provision_mean_s": 5.0, "provision_std_s": 0.0,
-                                    "warmup_s": 1.0, "load_bandwidth_gb_s": 100.0}}
-        algo = control_ppo_config(env_config, warm_start={"autoscaler": "pretrained:cluster_autoscaling"},
-                                  train_batch_size=64, minibatch_size=32).build_algo()
-        result = algo.train()
-        algo.stop()
-    finally:
-        if started:
-            ray.shutdown()
+    env_config = {"task_id": "cluster_autoscaling", "episode_s": 60.0, "split": "train",
+                  "admission": "agent", "replica_window_s": 10.0,
+                  "lifecycle": {"initial_replicas": 1, "provision_mean_s": 5.0, "provision_std_s": 0.0,
+                                "warmup_s": 1.0, "load_bandwidth_gb_s": 100.0}}
+    algo = control_ppo_config(env_config, warm_start={"autoscaler": "pretrained:cluster_autoscaling"},
+                              train_batch_size=64, minibatch_size=32).build_algo()
+    result = algo.train()
+    algo.stop()
     assert result["env_runners"]["num_env_steps_sampled"] >= 64
     for mid in ("autoscaler", "admission", "router", "replica"):
         assert mid in result["learners"]
