@@ -32,14 +32,19 @@ KNOB_NAMES: tuple[str, ...] = ("batch_cap", "kv_budget_fraction", "speculation_d
 """Knob keys of a level, in the replica action's order."""
 
 
-def best_static_knobs(task_id: str) -> dict | None:
-    """The shipped fixed replica knobs of ``task_id`` (None when none are shipped)."""
+def _shipped(file_name: str, task_id: str, key: str) -> dict | None:
+    """``tasks[task_id][key]`` of the packaged ``data/<file_name>`` (None when absent)."""
     try:
-        text = resources.files("inferencegym").joinpath("data", "best_static_knobs.json").read_text()
+        text = resources.files("inferencegym").joinpath("data", file_name).read_text()
     except (FileNotFoundError, ModuleNotFoundError):
         return None
     entry = json.loads(text).get("tasks", {}).get(task_id)
-    return None if entry is None else entry["knobs"]
+    return None if entry is None else entry[key]
+
+
+def best_static_knobs(task_id: str) -> dict | None:
+    """The shipped fixed replica knobs of ``task_id`` (None when none are shipped)."""
+    return _shipped("best_static_knobs.json", task_id, "knobs")
 
 
 def base_knobs(task) -> dict:
@@ -54,12 +59,7 @@ def base_knobs(task) -> dict:
 
 def shipped_knob_rule(task_id: str) -> dict | None:
     """The shipped rule of ``task_id`` (``{"thresholds": [...], "levels": [...]}``) or None."""
-    try:
-        text = resources.files("inferencegym").joinpath("data", "knob_rules.json").read_text()
-    except (FileNotFoundError, ModuleNotFoundError):
-        return None
-    entry = json.loads(text).get("tasks", {}).get(task_id)
-    return None if entry is None else entry["rule"]
+    return _shipped("knob_rules.json", task_id, "rule")
 
 
 class LoadKnobsReplica:
