@@ -9,6 +9,18 @@ step and ``(1 - w) * SLO attainment`` at the end, so the return is the task's gr
 Episodes use the training days by default (``split``), one (day, seed) per ``reset(seed=...)``.
 ``features="history"`` appends rate history and the training profile's look-ahead
 (``envs/control_features.py``): the learned autoscaler's observation.
+
+``reward="shaped"`` (for PPO; the grade is unchanged) pays the SLO term per step instead of at
+the end, by potential-based shaping: ``Phi(s) = -(1 - w) * F(s) / N`` where ``F`` counts the
+requests whose TTFT deadline has passed without a first token in time (known failures) and ``N``
+is the episode's arrivals, with ``Phi = 0`` at the end and a shift of ``-(1 - w)`` there. Every
+step then pays ``-w * GPU-s share - (1 - w) * (new known failures) / N`` and the last step the rest
+of the true failures (TPOT misses, late requests), so the undiscounted return of *every* episode is
+``grade - 1`` (the terminal reward's return is ``grade - w``): same ranking of policies, same optimum,
+but a failure is charged ~one control step after the TTFT deadline it missed, not at the day's end.
+``critic_obs=True`` appends ``CRITIC_NAMES`` (privileged: the realized arrival rate ahead, from the
+episode's arrivals) for an asymmetric critic (``MLPModule``'s ``critic_privileged_dims``); the
+actor's part of the observation is unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +38,11 @@ from inferencegym.tasks.control import (DEFAULT_WINDOWS, arrivals, control_conte
                                         load_windows)
 
 OBS_NAMES = BASE_NAMES
+CRITIC_NAMES = ("future_rate_startup", "future_rate_window", "future_rate_4_windows", "episode_progress")
+"""Privileged critic features (``critic_obs=True``): realized arrivals per second over the next start-up
+delay, the next source window and the next four, as fractions of the full fleet's capacity; elapsed
+fraction of the episode."""
+REWARDS = ("terminal", "shaped")
 
 
 class ControlEnv(gym.Env):
@@ -33,7 +50,10 @@ class ControlEnv(gym.Env):
 
     def __init__(self, task_id: str = "cluster_autoscaling", *, split: str = "train",
                  load_windows_path: str | None = None, failures: bool = False,
-                 episode_windows_override: int | None = None, features: str = "base") -> None:
+                 episode_windows_override: int | None = None, features: str = "base",
+                 reward: str = "terminal", critic_obs: bool = False) -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
         self.task = get_control_task(task_id)
         if self.task.fixed_replicas:
             raise ValueError(f"ControlEnv drives an autoscaler; {task_id!r} has a fixed fleet")
@@ -46,7 +66,8 @@ class ControlEnv(gym.Env):
         self.lc = lifecycle_config(self.task, failures)
         t = self.task
         self.features = features
-        self.obs_names = feature_names(features)
+        self.obs_names = feature_names(features) + (CRITIC_NAMES if critic_obs else ())
+        self.reward_kind, self.critic_obs = reward, critic_obs
         self.action_space = gym.spaces.Discrete(t.max_replicas + 1)
         self.observation_space = gym.spaces.Box(-1.0, np.inf, shape=(len(self.obs_names),), dtype=np.float32)
         self.fleet: Fleet | None = None
@@ -68,6 +89,7 @@ class ControlEnv(gym.Env):
         self.day, self.seed_ = day, s
         self.arrivals = arr
         self.ctx = control_context(t, self.windows, rates, startup_s=self.fleet.lifecycle.startup_s())
+        self._seen, self._failed = 0, 0
         return self._obs(), {"day": day, "seed": s}
 
     def step(self, action):
@@ -78,19 +100,51 @@ class ControlEnv(gym.Env):
         g0 = f.lifecycle.gpu_seconds(f.now_s)
         f.set_target(min(t.max_replicas, max(1, int(action))))
         f.run_until(min(self.episode_s, f.now_s + t.interval_s))
-        reward = -t.grade_cost_weight * (f.lifecycle.gpu_seconds(f.now_s) - g0) / self.max_gpu_s
+        w = t.grade_cost_weight
+        reward = -w * (f.lifecycle.gpu_seconds(f.now_s) - g0) / self.max_gpu_s
         done = f.now_s >= self.episode_s - 1e-9
+        n = max(1, len(self.arrivals["arrival_s"]))
         info: dict[str, Any] = {}
+        if self.reward_kind == "shaped" and not done:
+            before = self._failed
+            self._count_failures(f.now_s)
+            reward -= (1 - w) * (self._failed - before) / n
         if done:
             f.finish()
             s = f.summary()
             s["episode_s"] = self.episode_s
-            reward += (1 - t.grade_cost_weight) * s["slo_attainment"]
+            if self.reward_kind == "shaped":  # the rest of the true failures; the return is grade - 1
+                reward -= (1 - w) * ((1 - s["slo_attainment"]) - self._failed / n)
+            else:
+                reward += (1 - w) * s["slo_attainment"]
             info = {"summary": s, "score": grade(t, s)}
         return self._obs(), float(reward), done, False, info
+
+    def _count_failures(self, now_s: float) -> None:
+        """Advance over the requests whose TTFT deadline is past (arrival order): count those without
+        a first token within the deadline (the shaping potential's ``F``)."""
+        reqs, slo = self.fleet.requests, self.task.ttft_slo_s
+        k = self._seen
+        while k < len(reqs) and reqs[k].arrival_s + slo <= now_s:
+            r = reqs[k]
+            if not r.first_token_s - r.arrival_s <= slo:  # NaN (no first token yet) is a failure
+                self._failed += 1
+            k += 1
+        self._seen = k
 
     def observation(self):
         return self.fleet.observe()
 
     def _obs(self) -> np.ndarray:
-        return control_features(self.fleet.observe(), self.ctx, self.features)
+        x = control_features(self.fleet.observe(), self.ctx, self.features)
+        if not self.critic_obs:
+            return x
+        t, now = self.arrivals["arrival_s"], self.fleet.now_s
+        full = self.task.max_replicas * self.task.capacity_rps
+
+        def ahead(dt: float) -> float:
+            return float(np.searchsorted(t, now + dt) - np.searchsorted(t, now)) / dt / full
+
+        ws = self.task.window_s
+        extra = [ahead(self.ctx.startup_s), ahead(ws), ahead(4 * ws), min(1.0, now / self.episode_s)]
+        return np.concatenate([x, np.asarray(extra, np.float32)])
