@@ -26,11 +26,14 @@ CEILINGS = ("hindsight", "hindsight_admission")
 
 
 def paired(a: dict, b: dict) -> dict:
-    """Paired differences a - b over the same episodes: score, SLO attainment, critical-tier SLO
+    """Paired differences a - b over the episodes both ran (same day and seed): score, SLO attainment, critical-tier SLO
     and p90 TTFT, and GPU-hours in percent of b's."""
-    ea, eb = a["episodes_detail"], b["episodes_detail"]
-    if [(e["day"], e["seed"]) for e in ea] != [(e["day"], e["seed"]) for e in eb]:
-        raise ValueError(f"{a['policy']} and {b['policy']} ran different episodes: not paired")
+    ka = {(e["day"], e["seed"]): e for e in a["episodes_detail"]}
+    kb = {(e["day"], e["seed"]): e for e in b["episodes_detail"]}
+    common = [k for k in ka if k in kb]  # a merged run may hold more seeds of one policy than another
+    if not common:
+        raise ValueError(f"{a['policy']} and {b['policy']} share no episode: not paired")
+    ea, eb = [ka[k] for k in common], [kb[k] for k in common]
     out = {"vs": b["policy"]}
     series = {"score": lambda e: e["score"], "slo_attainment": lambda e: e["slo_attainment"],
               "gpu_hours": lambda e: e["gpu_hours"]}
@@ -49,6 +52,29 @@ def paired(a: dict, b: dict) -> dict:
     return out
 
 
+def combine(rows: list[dict]) -> list[dict]:
+    """Rows of the same policy (runs over different seeds) as one row: episodes concatenated in
+    file order, means and intervals recomputed from the per-episode values."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        if r["policy"] not in out:
+            out[r["policy"]] = {**r, "episodes_detail": list(r["episodes_detail"])}
+            continue
+        c = out[r["policy"]]
+        seen = {(e["day"], e["seed"]) for e in c["episodes_detail"]}
+        c["episodes_detail"] += [e for e in r["episodes_detail"] if (e["day"], e["seed"]) not in seen]
+    for c in out.values():
+        eps = c["episodes_detail"]
+        c["episodes"] = len(eps)
+        for k in ("score", "gpu_hours", "slo_attainment"):
+            v = [e[k] for e in eps]
+            c[k + "_mean" if k == "score" else k] = float(np.mean(v))
+            c[k + "_ci95"] = ci95(v)
+        for key in ("tier_slo_attainment", "tier_ttft_p90_s"):
+            c[key] = {t: float(np.nanmean([e[key][t] for e in eps if t in e[key]])) for t in eps[0][key]}
+    return list(out.values())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="cluster_autoscaling")
@@ -56,18 +82,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1000)
     ap.add_argument("--split", default="test")
     ap.add_argument("--failures", action="store_true")
+    ap.add_argument("--load-windows", default=None, help="another ServeGen *__windows.parquet file (its own day split)")
     ap.add_argument("--policies", default=None, help="comma-separated (default: every baseline)")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--merge", default=None, help="comma-separated JSON outputs of earlier runs: table only")
+    ap.add_argument("--merge", default=None, help="comma-separated JSON outputs of earlier runs: table only "
+                    "(runs of the same policy over other seeds are concatenated into one row)")
     a = ap.parse_args()
     if a.merge:
-        rows = [r for f in a.merge.split(",") for r in json.loads(Path(f).read_text())["rows"]]
+        rows = combine([r for f in a.merge.split(",") for r in json.loads(Path(f).read_text())["rows"]])
     else:
         pols = a.policies.split(",") if a.policies else (AUTOSCALING if a.task == "cluster_autoscaling"
                                                           else ADMISSION)
         rows = []
         for p in pols:
-            r = evaluate_control(p, a.task, episodes=a.episodes, seed=a.seed, split=a.split, failures=a.failures)
+            r = evaluate_control(p, a.task, episodes=a.episodes, seed=a.seed, split=a.split, failures=a.failures,
+                                 load_windows_path=a.load_windows)
             rows.append(r)
             print(f"{p}: score {r['score_mean']:.3f} ± {r['score_ci95']:.3f}, GPU-h {r['gpu_hours']:.1f}, "
                   f"SLO {r['slo_attainment']:.3f}, cpu/episode {r['cpu_s_per_episode']:.1f} s", flush=True)
