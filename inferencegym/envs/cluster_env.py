@@ -185,7 +185,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         initial = (k.batch_cap, k.kv_budget_fraction, k.speculation_depth, task.chunk_size_tokens)
         self._knobs = np.tile([nearest_bucket(b, v) for b, v in zip(KNOB_BUCKETS, initial)], (self.n, 1))
         self._features.reset(self.cluster, self._batch_caps())
-        self._up = np.ones(self.n, dtype=bool)
+        self._up = [True] * self.n  # which replicas may be chosen
         self._window = 0
         self._next_window_s = task.window_s
         self._ledger.reset()
@@ -255,7 +255,9 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
 
     def _router_obs(self, req) -> dict:
         feats = self._features.replicas(req.prompt_tokens if req is not None else None, req)
-        self._mask = (self._features.fits & self._up).astype(np.float32)
+        fits, up = self._features.fits, self._up
+        self._mask = np.array([1.0 if f and u else 0.0 for f, u in zip(fits, up)], dtype=np.float32)
+        self._any_fits = any(f and u for f, u in zip(fits, up))
         return {"replicas": feats, "request": self._features.request(req), "action_mask": self._mask}
 
     def _router_info(self, req, comps: dict[str, float]) -> dict:
@@ -296,7 +298,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
                 break
             self._ledger.sweep(cl.now_s)
             o = self._router_obs(req)
-            if not self._mask.any():
+            if not self._any_fits:
                 # no replica can ever hold this prompt: send it to the largest cache; the simulator
                 # rejects it with a reason (never lost) and the router is charged a rejection.
                 replica = int(np.argmax(self._features.kv_capacity_tokens))
