@@ -153,6 +153,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self.n = n = task.replicas
         self.replica_ids = [f"replica_{i}" for i in range(n)]
         self.possible_agents = [ROUTER, *self.replica_ids]
+        self._agent_set = frozenset(self.possible_agents)
         self.agents = list(self.possible_agents)
         self._cap_rps = np.asarray(replica_capacity_rps(task), dtype=np.float64)
         self._features = RouterFeatures(task, self._cap_rps)
@@ -202,8 +203,9 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
             raise RuntimeError("ClusterEnv.step() called after the episode ended; call reset()")
         if not isinstance(action_dict, dict):
             raise ValueError(f"action_dict must be a dict keyed by agent id, got {type(action_dict).__name__}")
-        bad = sorted(set(action_dict) - set(self.possible_agents))
-        if bad:
+        agents = self._agent_set
+        if not agents.issuperset(action_dict):
+            bad = sorted(set(action_dict) - agents)
             raise ValueError(f"unknown agent ids {bad}; valid: router, replica_0..replica_{self.n - 1}")
         if self._pending is not None:
             self._route(action_dict)
@@ -296,7 +298,8 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
             req = cl.run_until_decision(self._next_window_s)
             if req is None:
                 break
-            self._ledger.sweep(cl.now_s)
+            led = cl.ledger
+            self._ledger.sweep(cl.now_s, led.completed + led.rejected)
             o = self._router_obs(req)
             if not self._any_fits:
                 # no replica can ever hold this prompt: send it to the largest cache; the simulator

@@ -181,10 +181,10 @@ class RouterFeatures:
     @staticmethod
     def request(req) -> np.ndarray:
         """The ``"request"`` vector (zeros when there is no request)."""
-        rq = np.zeros(len(REQUEST_FEATURES), dtype=np.float32)
+        rq = [0.0] * len(REQUEST_FEATURES)  # one float32 conversion per value, as element-wise assignment does
         if req is not None:
             rq[REQ["prompt_norm"]] = min(req.prompt_tokens / PROMPT_NORM_TOKENS, FEATURE_CLIP)
             rq[REQ["prompt_log"]] = math.log1p(req.prompt_tokens) / math.log1p(PROMPT_LOG_MAX_TOKENS)
             rq[REQ["tenant_0"] + min(req.tenant, MAX_TENANTS - 1)] = 1.0
             rq[REQ["priority"]] = req.priority
-        return rq
+        return np.array(rq, dtype=np.float32)
