@@ -87,7 +87,7 @@ from gymnasium import spaces
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from inferencegym.envs.cluster_features import RouterFeatures
-from inferencegym.envs.cluster_reward import RouterLedger, replica_rewards
+from inferencegym.envs.cluster_reward import ROUTER_COMPONENTS, RouterLedger, replica_rewards
 from inferencegym.envs.cluster_spaces import (
     FEATURE_CLIP,
     KNOB_BUCKETS,
@@ -112,6 +112,9 @@ from inferencegym.tasks.spec import TaskSpec
 
 __all__ = ["ClusterEnv", "ClusterRewardConfig", "ROUTER", "ROUTER_FEATURES", "REQUEST_FEATURES",
            "REPLICA_ACTION_NVEC", "MAX_TENANTS", "FEATURE_CLIP"]
+
+_REWARD_KEY = {k: f"reward/{k}" for k in ROUTER_COMPONENTS}
+"""The router info's key of each reward component."""
 
 CONFIG_KEYS = ("task_id", "num_replicas", "reward", "episode_windows", "seed")
 """Keys of the ``config`` dict."""
@@ -264,9 +267,11 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
 
     def _router_info(self, req, comps: dict[str, float]) -> dict:
         f = self._features.last_sim
-        info = {"t_s": self.cluster.now_s, "decision": self.decisions,
-                **{f"reward/{k}": v for k, v in comps.items()},
-                "outstanding_requests": f[:, 0] + f[:, 3], "kv_occupancy": f[:, 4]}
+        info = {"t_s": self.cluster.now_s, "decision": self.decisions}
+        for k, v in comps.items():
+            info[_REWARD_KEY.get(k) or f"reward/{k}"] = v
+        info["outstanding_requests"] = f[:, 0] + f[:, 3]
+        info["kv_occupancy"] = f[:, 4]
         if req is not None:
             info["request_prompt_tokens"] = req.prompt_tokens
             info["request_tenant"] = req.tenant

@@ -117,29 +117,32 @@ class RouterFeatures:
         ema, inv_b, inv_cs, rel, cap = self._queue_ema, self._inv_batch, self._inv_cs, self._rel, self._cap_tokens
         fits = [c >= need for c in cap]
         sv = sim.tolist()
-        rows = []
+        pre = self._prefix_columns(req) if self.prefix else None
+        vals: list[float] = []
+        add = vals.extend
         for i in range(n):
             j = 7 * i
             q, ow, mw, run, kv, pt, pi = sv[j:j + 7]
             d = q - ema[i]
-            rows.append([q * s_q, ow * s_t, mw * s_t, run * inv_b[i], kv, pt * s_t, pi * s_b, d / ref,
-                         (q + run) * inv_cs[i], rel[i], 1.0 if fits[i] else 0.0, est[i]])
+            add((q * s_q, ow * s_t, mw * s_t, run * inv_b[i], kv, pt * s_t, pi * s_b, d / ref,
+                 (q + run) * inv_cs[i], rel[i], 1.0 if fits[i] else 0.0, est[i]))
+            if pre is not None:
+                add(pre[i])
             ema[i] += QUEUE_EMA_RATE * d
-        if self.prefix:
-            self._prefix_columns(rows, req)
-        out = np.frombuffer(array("d", [v for row in rows for v in row]), dtype=np.float64).reshape(n, -1)
+        out = np.frombuffer(array("d", vals), dtype=np.float64).reshape(n, -1)
         np.minimum(np.maximum(out, -FEATURE_CLIP, out=out), FEATURE_CLIP, out=out)  # np.clip, NaN kept
         self.last_sim = np.frombuffer(sim, dtype=np.float32).reshape(n, _N_SIM)
         self.fits = fits
         return out.astype(np.float32)
 
-    def _prefix_columns(self, rows: list[list[float]], req) -> None:
-        """cached_share, cache_occupancy (both from the published cache view a real router reads)
-        and recent_hit_rate (per-decision decayed token counts of the replicas' admissions),
-        appended to each row in :data:`PREFIX_FEATURES` order."""
+    def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
+        """Per replica, in :data:`PREFIX_FEATURES` order: cached_share, cache_occupancy (both from
+        the published cache view a real router reads) and recent_hit_rate (per-decision decayed
+        token counts of the replicas' admissions)."""
         cl = self.cluster
         snaps = cl.published()
         keep = 1.0 - HIT_RATE_DECAY
+        out = []
         for i, rep in enumerate(cl.replicas):
             hit, seen_prev = self._hit[i], self._hit_seen[i]
             for c, s in enumerate((float(rep.win.prefix_hit_tokens), float(rep.win.prefix_query_tokens))):
@@ -148,9 +151,10 @@ class RouterFeatures:
                     d = s  # the replica's window counters were reset
                 seen_prev[c] = s
                 hit[c] = hit[c] * keep + d
-            rows[i] += [cl.published_cached_tokens(i, req) / req.prompt_tokens if req is not None else 0.0,
+            out.append((cl.published_cached_tokens(i, req) / req.prompt_tokens if req is not None else 0.0,
                         len(snaps[i].hashes) / rep.kv.capacity_blocks,
-                        hit[0] / max(hit[1], 1.0) if hit[1] > 0 else 0.0]
+                        hit[0] / max(hit[1], 1.0) if hit[1] > 0 else 0.0))
+        return out
 
     def est_ttft(self, prompt_tokens: int, req=None) -> np.ndarray:
         """Estimated first-token time of the arriving request on every replica / TTFT SLO
