@@ -129,11 +129,13 @@ class RouterFeatures:
             if pre is not None:
                 add(pre[i])
             ema[i] += QUEUE_EMA_RATE * d
-        out = np.frombuffer(array("d", vals), dtype=np.float64).reshape(n, -1)
-        np.minimum(np.maximum(out, -FEATURE_CLIP, out=out), FEATURE_CLIP, out=out)  # np.clip, NaN kept
+        # float32 as ``astype`` rounds (the same C cast), then the clip: the same as clipping first,
+        # the bounds being float32 numbers and the rounding monotonic; NaN kept, as ``np.clip``
+        out = np.frombuffer(array("f", vals), dtype=np.float32).reshape(n, -1)
+        np.minimum(np.maximum(out, -FEATURE_CLIP, out=out), FEATURE_CLIP, out=out)
         self.last_sim = np.frombuffer(sim, dtype=np.float32).reshape(n, _N_SIM)
         self.fits = fits
-        return out.astype(np.float32)
+        return out
 
     def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
         """Per replica, in :data:`PREFIX_FEATURES` order: cached_share, cache_occupancy (both from
