@@ -38,7 +38,7 @@ rule against vLLM's logs").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inferencegym.sim.execution_rates import ACT_BYTES
 from inferencegym.sim.presets import GIB, GPUPreset, ModelPreset
@@ -135,6 +135,21 @@ class MemoryBudget:
     def kv_free_bytes(self, max_num_seqs: int) -> float:
         """What is left for the KV cache at ``max_num_seqs`` (0 when nothing is)."""
         return max(self.usable_bytes - self.non_kv_bytes(max_num_seqs), 0.0)
+
+    def variant(self, *, usable_bytes: float | None = None, max_batched_tokens: int | None = None,
+                sampler: str | None = None) -> MemoryBudget:
+        """The same GPU under other engine settings: another usable memory, another
+        ``max_num_batched_tokens`` (the forward's transients and retained states scale with it) or
+        another sampler path (for comparisons with published logs)."""
+        t = self.max_batched_tokens if max_batched_tokens is None else int(max_batched_tokens)
+        path = self.sampler_path if sampler is None else sampler
+        scale = t / self.max_batched_tokens
+        return replace(
+            self, usable_bytes=self.usable_bytes if usable_bytes is None else float(usable_bytes),
+            max_batched_tokens=t, forward_peak_bytes=self.forward_peak_bytes * scale,
+            retained_hidden_bytes=self.retained_hidden_bytes * scale, sampler_path=path,
+            sampler_bytes_per_request=self.sampler_bytes_per_request
+            / SAMPLER_BYTES_PER_LOGIT[self.sampler_path] * SAMPLER_BYTES_PER_LOGIT[path])
 
 
 def memory_budget(*, model: ModelPreset, gpu: GPUPreset, quantization_name: str, tensor_parallel: int,
