@@ -21,7 +21,9 @@ vLLM sizes the KV cache once, at start-up (``Worker.determine_available_memory``
     requests and 32,000-201,088 entries; ``benchmarks/device/sampler_memory.py``,
     ``benchmarks/results/sampler_memory_h100.json``): BF16 logits 2, their FP32 copy 4, the
     sorted values 4 and indices 8, the sort's double buffers 12, masks, scatter and probabilities.
-  - **FlashInfer** (vLLM V1 as its container ships it, FlashInfer installed):
+  - **FlashInfer** (vLLM V1 wherever FlashInfer is installed, as in its container: V1 read an unset
+    ``VLLM_USE_FLASHINFER_SAMPLER`` as "on", ``v1/sample/ops/topk_topp_sampler.py``, "In V0, None
+    means False, while in V1, None means True"; releases of 2026 made it opt-in):
     ``top_k_top_p_sampling_from_logits`` needs no sort: BF16 logits 2, the FP32 copy 4, the
     top-k-masked logits 4 and the probabilities 4 = **14 bytes** (counted from the op sequence).
 
