@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|capacity|pp|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|capacity|ttft|pp|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -130,7 +130,8 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
     ok = ~r["rejected"]
     dur = float(np.max(r["completion_s"][ok]))
     return {"total": sum(p + o for p, o in lengths) / dur, "tpot_ms": 1e3 * float(np.nanmean(r["tpot_s"][ok])),
-            "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok]))}
+            "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok])),
+            "ttft_s": float(np.mean(r["ttft_s"][ok])), "ttft_p50_s": float(np.median(r["ttft_s"][ok]))}
 
 
 GPUSTACK_H100 = ((100, 32000, 100, 3_200_000, 9_877, 16136.57, 23.99),
@@ -233,6 +234,26 @@ def capacity_rows() -> None:
                f"{(fi.usable_bytes - fi.variant(sampler='torch-native').non_kv_bytes(1024)) / gib:.2f})"))
 
 
+def ttft_rows() -> None:
+    """Mean / median TTFT of GPUStack's 1,000-prompt ShareGPT bursts on gpt-oss-120b: how long the queue
+    waits is set by how many sequences the KV cache admits at once (TP1 synchronous and asynchronous,
+    TP2, PP2; ShareGPT-like lengths of log-sd 0.8 / 1.1)."""
+    pub = {"TP1 sync": (24.83, 25.97), "TP1 async": (23.63, 24.60), "TP2 async": (4.61, 4.60),
+           "PP2 async": (4.47, 4.39)}
+    print(_row("config (published mean / median TTFT s)", "log-sd 0.8: mean / median", "log-sd 1.1: mean / median",
+               "error of the mean (0.8 / 1.1)"))
+    print(_row(*["---"] * 4))
+    for label, (tp, pp, sync) in {"TP1 sync": (1, 1, True), "TP1 async": (1, 1, False),
+                                  "TP2 async": (2, 1, False), "PP2 async": (1, 2, False)}.items():
+        cells, errs = [], []
+        for sigma in (0.8, 1.1):
+            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, sigma),
+                       pp=pp, sync=sync, prompt_extra=HARMONY_PROMPT_TOKENS)
+            cells.append(f"{b['ttft_s']:.2f} / {b['ttft_p50_s']:.2f}")
+            errs.append(_err(b["ttft_s"], pub[label][0]))
+        print(_row(f"{label} ({pub[label][0]:.2f} / {pub[label][1]:.2f})", *cells, " / ".join(errs)))
+
+
 GPUSTACK_PARALLEL = {"TP1": (1, 1, 6325.41, 52.66), "TP2": (2, 1, 16042.19, 86.54), "PP2": (1, 2, 11198.56, 115.37)}
 """GPUStack's gpt-oss-120b H100 runs with ``--async-scheduling`` (vLLM 0.10.2, 1,000 ShareGPT prompts):
 tensor parallel, pipeline parallel, total tok/s, mean TPOT ms."""
@@ -333,7 +354,7 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "moe", "capacity", "pp", "cpu", "routers", "speed", "all"),
+    ap.add_argument("--part", choices=("published", "moe", "capacity", "ttft", "pp", "cpu", "routers", "speed", "all"),
                     default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
@@ -342,6 +363,8 @@ def main() -> None:
         moe_rows()
     if a.part in ("capacity", "all"):
         capacity_rows()
+    if a.part in ("ttft", "all"):
+        ttft_rows()
     if a.part in ("pp", "all"):
         pp_rows()
     if a.part in ("cpu", "all"):
