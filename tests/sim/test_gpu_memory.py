@@ -107,3 +107,15 @@ def test_a_replica_sizes_its_cache_at_its_batch_cap():
 def test_bad_max_num_seqs_is_refused():
     with pytest.raises(ValueError, match="max_num_seqs"):
         _oss().kv_capacity_tokens(0.9, 0)
+
+
+def test_a_replica_with_no_kv_memory_is_refused_with_a_clear_error():
+    """gpt-oss-120b on one H100 under vLLM V0's sorting sampler at 1,024 sequences: the sampler's
+    7.8 GB leave nothing (vLLM itself fails to start so, vllm-project/vllm#23278)."""
+    rc = ReplicaConfig(model="gpt-oss-120b", gpu="h100-80gb", quantization="mxfp4", batch_cap=1024,
+                       engine_profile="vllm-v0")
+    with pytest.raises(ValueError, match="KV capacity of 0 tokens.*lower batch_cap"):
+        Cluster(ClusterConfig(replica=rc, num_replicas=1))
+    ok = Cluster(ClusterConfig(replica=ReplicaConfig(model="gpt-oss-120b", gpu="h100-80gb", quantization="mxfp4",
+                                                     batch_cap=64, engine_profile="vllm-v0"), num_replicas=1))
+    assert ok.replicas[0].kv.capacity_blocks > 0
