@@ -12,8 +12,6 @@ import time
 import torch
 import torch.nn.functional as F
 
-from gpu_profile_moe import MOE_SHAPES
-
 BF16 = torch.bfloat16
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0
@@ -105,7 +103,8 @@ def moe_layer_reference(x, wr, w1t, w2t, top_k: int) -> torch.Tensor:
 class MoEBackend:
     """``backend(row) -> seconds`` for the rows of ``gpu_profile_moe.plan``."""
 
-    def __init__(self, device: str = "cuda", moe_shapes: dict = MOE_SHAPES) -> None:
+    def __init__(self, device: str, moe_shapes: dict) -> None:
+        """``moe_shapes``: name -> (experts, hidden, expert intermediate, top-k), as ``gpu_profile_moe.MOE_SHAPES``."""
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise RuntimeError("benchmarks/gpu_profile_moe.py needs a CUDA GPU and PyTorch built with CUDA; "
                                f"torch {torch.__version__} sees none (use --device cpu to check the code paths)")
