@@ -291,12 +291,21 @@ def _params_for(gpu_name: str, network_profile: str,
     attn_from = cal.get("engine_attention", {}).get(engine_profile)
     if attn_from and gpu_name in gpus:  # the profile's engines ran another generation's kernels
         kd.update({k: v for k, v in gpus[attn_from].items() if k.startswith("attn_")})
+    era_gemm = cal.get("engine_gemm", {}).get(engine_profile, {}).get(gpu_name)
+    if era_gemm and gpu_name not in _REGISTERED_KERNELS:  # the profile's engines ran 2024's GEMM kernels
+        kd.update(era_gemm)
     net = cal.get("network", {}).get(network_profile)
     if net:
         kd["allreduce_latency_s"] = net["latency_s"]
         kd["allreduce_gbytes_per_s"] = net["gbytes_per_s"]
     kernel = KernelParams.from_dict(kd)
     return kernel, engine_params(engine_profile), fitted
+
+
+def engine_gemm_gpus(engine_profile: str) -> tuple[str, ...]:
+    """The GPUs whose GEMMs an engine profile runs at another software generation's fit
+    (``vllm-2023``, ``vllm-v0`` on H100: Vidur's 2024 profile; see ``calibration.fit``)."""
+    return tuple(sorted(load_calibration().get("engine_gemm", {}).get(engine_profile, {})))
 
 
 def engine_attention_gpu(engine_profile: str) -> str | None:
