@@ -245,7 +245,9 @@ def engine_params(profile: str) -> EngineParams:
                             per_token_s=0.0, kernel_slowdown_per_token=0.0)
     if profile == "vllm-v0":  # V0 (2024): one process (API server in the engine's loop), synchronous
         # steps, graphs up to batch 256
-        v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
+        cal = load_calibration()["engines"]
+        # the V1 engine figures as fitted over the 2024 kernels V0 ran (``calibration.fit``)
+        v1 = EngineParams.from_dict({**cal["vllm-v1"], **cal.get("vllm-v0", {})})
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
                                    api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
                                    spec_batch_expansion=True, spec_chunked_prefill=False,

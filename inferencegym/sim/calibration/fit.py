@@ -122,6 +122,9 @@ def fit_all(ref: Path, progress=None) -> dict:
         kernels[g] = _kernel_with(kernels[g], **{f: getattr(kernels[src], f) for f in GEMM_FIELDS})
     step("engine overhead vllm-v1")
     v1 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, kernels[g], eng), decode_anchors(ref))
+    # vllm-v0 (2024) runs the 2024 GEMMs: its V1 engine figures are fitted over those kernels
+    k2024 = {g: _kernel_with(k, **era_2024.get(g, {})) for g, k in kernels.items()}
+    v0 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, k2024[g], eng), decode_anchors(ref))
 
     def strip(k: KernelParams) -> dict:
         d = k.to_dict()
@@ -143,7 +146,8 @@ def fit_all(ref: Path, progress=None) -> dict:
         "profile_elementwise": profile_elem,
         "default_gpu": strip(kernels["default"]),
         "network": network,
-        "engines": {"vllm-2023": engine.to_dict(), "vllm-v1": v1.to_dict()},
+        "engines": {"vllm-2023": engine.to_dict(), "vllm-v1": v1.to_dict(),
+                    "vllm-v0": {"fixed_s": v0.fixed_s, "allreduce_latency_s": v0.allreduce_latency_s}},
         "engine_attention": {"vllm-2023": "a100-80gb"},
         "engine_gemm": {p: era_2024 for p in ERA_2024_ENGINES},
     }
