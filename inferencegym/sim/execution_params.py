@@ -306,7 +306,7 @@ def _params_for(gpu_name: str, network_profile: str,
 
 def engine_gemm_gpus(engine_profile: str) -> tuple[str, ...]:
     """The GPUs whose GEMMs an engine profile runs at another software generation's fit
-    (``vllm-2023``, ``vllm-v0`` on H100: Vidur's 2024 profile; see ``calibration.fit``)."""
+    (``vllm-2023``, ``vllm-v0``, ``kernel-only`` on H100: Vidur's 2024 profile; ``calibration.fit``)."""
     return tuple(sorted(load_calibration().get("engine_gemm", {}).get(engine_profile, {})))
 
 
