@@ -110,15 +110,18 @@ class AdvantageModel:
     def save(self, path: str | Path) -> None:
         import torch
 
+        lin = [m for m in self.net if isinstance(m, torch.nn.Linear)]
         torch.save({"state": self.net.state_dict(), "mu": self.mu, "sd": self.sd, "cols": self.cols,
-                    "clip": self.clip, "dim_in": int(self.net[0].in_features)}, str(path))
+                    "clip": self.clip, "dim": int(self.cols.max()) + 1, "hidden": lin[0].out_features,
+                    "n_cands": lin[-1].out_features}, str(path))
 
     @classmethod
-    def load(cls, path: str | Path, dim: int, n_cands: int, hidden: int = 64) -> "AdvantageModel":
+    def load(cls, path: str | Path) -> "AdvantageModel":
+        """A model written by :meth:`save` (a file this project wrote: it is unpickled)."""
         import torch
 
         blob = torch.load(str(path), weights_only=False)
-        m = cls(dim, n_cands, hidden=hidden, cols=blob["cols"], clip=blob["clip"])
+        m = cls(blob["dim"], blob["n_cands"], hidden=blob["hidden"], cols=blob["cols"], clip=blob["clip"])
         m.net.load_state_dict(blob["state"])
         m.mu, m.sd = blob["mu"], blob["sd"]
         return m
