@@ -1,7 +1,7 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|kv|pp|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|capacity|ttft|pp|cpu|routers|speed|all]
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -112,11 +112,13 @@ markers of the system and user turns (8) and the assistant header (2). Counted b
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
            lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
-           kv_fraction: float = 0.9, prompt_extra: int = 0) -> dict:
+           kv_fraction: float = 1.0, prompt_extra: int = 0) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
     max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
-    server adds to every prompt (a chat template), simulated but not credited to the throughput."""
+    server adds to every prompt (a chat template), simulated but not credited to the throughput;
+    ``kv_fraction``: the replica's KV budget on top of the execution model's 0.9 utilisation (1.0:
+    all the KV memory vLLM's rule leaves, as vLLM has it)."""
     lengths = lengths or [(pin, pout)] * n
     reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p + prompt_extra, output_tokens=o)
             for i, (p, o) in enumerate(lengths)]
@@ -130,7 +132,8 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
     ok = ~r["rejected"]
     dur = float(np.max(r["completion_s"][ok]))
     return {"total": sum(p + o for p, o in lengths) / dur, "tpot_ms": 1e3 * float(np.nanmean(r["tpot_s"][ok])),
-            "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok]))}
+            "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok])),
+            "ttft_s": float(np.mean(r["ttft_s"][ok])), "ttft_p50_s": float(np.median(r["ttft_s"][ok]))}
 
 
 GPUSTACK_H100 = ((100, 32000, 100, 3_200_000, 9_877, 16136.57, 23.99),
@@ -183,7 +186,7 @@ def moe_rows() -> None:
                "Marlin) ms", "9.1", f"{1e3 * g.decode_step_time_s(8, 100):.2f}",
                _err(g.decode_step_time_s(8, 100), 9.1e-3)))
     print(f"gpt-oss-120b mxfp4 on H100: weights {g.weight_bytes_per_gpu / 1e9:.1f} GB, KV capacity "
-          f"{g.kv_capacity_tokens():,} tokens (full-attention layers)")
+          f"{g.kv_capacity_tokens(1.0, 1024):,} tokens at 1,024 sequences (all of vLLM's KV memory; full-attention layers)")
     a = _engine("qwen3-30b-a3b", "a100-80gb", "fp16", sync=True)
     print(_row("qwen3-30b-a3b A100 TP1 BF16, 128/128 at concurrency 1, TPOT ms (tt-inference-server #340)", "9.6",
                f"{1e3 * a.decode_step_time_s(1, 200):.2f}", _err(a.decode_step_time_s(1, 200), 9.6e-3)))
@@ -192,24 +195,65 @@ def moe_rows() -> None:
           f"(vLLM PR #44220, triton MoE: 57,822; {_err(q['total'], 57821.92)})")
 
 
-def kv_rows() -> None:
-    """Sensitivity of the gpt-oss-120b rows to the KV memory: the same runs with the KV cache at 90 %
-    (the default), 60 % and 40 % of the memory the simulator leaves after weights and activations."""
-    g = _engine("gpt-oss-120b", "h100-80gb", "mxfp4", sync=True)
-    fr = (0.9, 0.6, 0.4)
-    print(_row("case (published)", *[f"KV {f:.0%}: {g._kv_free_bytes * f / 1e9:.1f} GB, total / mean TPOT" for f in fr]))
+def capacity_rows() -> None:
+    """vLLM's KV-capacity rule (``sim/gpu_memory.py``) against published vLLM start-up logs: the
+    simulator's weights, profiling-run peak, non-torch memory and KV memory per GPU in GiB beside
+    what vLLM logged, each at the run's utilisation, device memory, batched tokens and sampler path."""
+    gib = 2 ** 30
+    print(_row("run (vLLM log)", "settings", "weights logged / sim", "activation peak + non-torch logged / sim",
+               "KV memory logged / sim"))
+    print(_row(*["---"] * 5))
+    oss = ExecutionModel.from_preset(model="gpt-oss-120b", gpu="h100-80gb", quantization="mxfp4").memory
+    l8 = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb", engine_profile="vllm-v0").memory
+    h100 = 85_017_493_504  # torch.cuda.mem_get_info total on an H100 80GB HBM3 (79.18 GiB)
+    runs = [  # label, settings, budget, max_num_seqs, logged weights, logged act+non-torch (None: derived), logged KV
+        ("gpt-oss-120b, 1 H100, vLLM 0.10.1 pip (vllm-project/vllm#23278)",
+         "util 0.90, 8,192 tokens, 1,024 seqs, PyTorch-native sampler",
+         oss.variant(usable_bytes=0.90 * h100, sampler="torch-native"), 1024, 65.97, None, -2.14),
+        ("gpt-oss-120b, 1 H100, vLLM 0.11 pip (#27508)",
+         "util 0.95, 1,024 tokens, 1,024 seqs, PyTorch-native sampler",
+         oss.variant(usable_bytes=0.95 * h100, max_batched_tokens=1024, sampler="torch-native"), 1024, 65.97,
+         None, 1.71),
+        ("Llama-3-8B, 1 H100, vLLM V0 (O'Reilly 'AI Inference on Kubernetes', Example 4-3)",
+         "util 0.90 of 79.14 GiB, 8,192 tokens, 256 seqs, V0 sampler",
+         l8.variant(usable_bytes=0.90 * 79.14 * gib), 256, 14.99, 0.12 + 1.19, 54.93),
+    ]
+    for label, settings, mb, seqs, w_log, act_log, kv_log in runs:
+        act = (mb.activation_peak_bytes(seqs) + mb.non_torch_bytes) / gib
+        kv = (mb.usable_bytes - mb.non_kv_bytes(seqs)) / gib
+        if act_log is None:  # logged: weights and KV; the rest follows
+            act_log = mb.usable_bytes / gib - w_log - kv_log
+        print(_row(label, settings, f"{w_log:.2f} / {mb.weight_bytes_per_gpu / gib:.2f}",
+                   f"{act_log:.2f} / {act:.2f}", f"{kv_log:.2f} / {kv:.2f}"))
+    fi = oss.variant(usable_bytes=0.90 * h100)
+    need = 32768 * fi.kv_bytes_per_token / gib
+    print(_row("gpt-oss-120b, 1 H100, vLLM 0.10.2 container (GPUStack performance lab)",
+               "util 0.90, 8,192 tokens, 1,024 seqs, FlashInfer sampler; started at --max-model-len 32768",
+               f"- / {fi.weight_bytes_per_gpu / gib:.2f}",
+               f"<= {fi.usable_bytes / gib - 65.97 - need:.2f} (to start) / "
+               f"{(fi.activation_peak_bytes(1024) + fi.non_torch_bytes) / gib:.2f}",
+               f">= {need:.2f} / {fi.kv_free_bytes(1024) / gib:.2f} (PyTorch-native: "
+               f"{(fi.usable_bytes - fi.variant(sampler='torch-native').non_kv_bytes(1024)) / gib:.2f})"))
+
+
+def ttft_rows() -> None:
+    """Mean / median TTFT of GPUStack's 1,000-prompt ShareGPT bursts on gpt-oss-120b: how long the queue
+    waits is set by how many sequences the KV cache admits at once (TP1 synchronous and asynchronous,
+    TP2, PP2; ShareGPT-like lengths of log-sd 0.8 / 1.1)."""
+    pub = {"TP1 sync": (24.83, 25.97), "TP1 async": (23.63, 24.60), "TP2 async": (4.61, 4.60),
+           "PP2 async": (4.47, 4.39)}
+    print(_row("config (published mean / median TTFT s)", "log-sd 0.8: mean / median", "log-sd 1.1: mean / median",
+               "error of the mean (0.8 / 1.1)"))
     print(_row(*["---"] * 4))
-    cases = [(f"{n} x {pin}/{pout} ({tot:,.0f} / {tpot:.1f} ms)", n, pin, pout, _gpustack_lengths(n, tin, tout),
-              tot, tpot) for n, pin, pout, tin, tout, tot, tpot in GPUSTACK_H100]
-    cases += [(f"ShareGPT-like sd {s} (6,095 / 54.1 ms)", 1000, 0, 0, _sharegpt_like(1000, s), 6095.37, 54.10)
-              for s in (0.8, 1.1)]
-    for label, n, pin, pout, lengths, tot, tpot in cases:
-        cells = []
-        for f in fr:
-            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, n, pin, pout, 8192, lengths, sync=True, kv_fraction=f,
-                       prompt_extra=HARMONY_PROMPT_TOKENS)
-            cells.append(f"{_err(b['total'], tot)} / {_err(b['tpot_ms'], tpot)}")
-        print(_row(label, *cells))
+    for label, (tp, pp, sync) in {"TP1 sync": (1, 1, True), "TP1 async": (1, 1, False),
+                                  "TP2 async": (2, 1, False), "PP2 async": (1, 2, False)}.items():
+        cells, errs = [], []
+        for sigma in (0.8, 1.1):
+            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, sigma),
+                       pp=pp, sync=sync, prompt_extra=HARMONY_PROMPT_TOKENS)
+            cells.append(f"{b['ttft_s']:.2f} / {b['ttft_p50_s']:.2f}")
+            errs.append(_err(b["ttft_s"], pub[label][0]))
+        print(_row(f"{label} ({pub[label][0]:.2f} / {pub[label][1]:.2f})", *cells, " / ".join(errs)))
 
 
 GPUSTACK_PARALLEL = {"TP1": (1, 1, 6325.41, 52.66), "TP2": (2, 1, 16042.19, 86.54), "PP2": (1, 2, 11198.56, 115.37)}
@@ -312,15 +356,17 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "moe", "kv", "pp", "cpu", "routers", "speed", "all"),
+    ap.add_argument("--part", choices=("published", "moe", "capacity", "ttft", "pp", "cpu", "routers", "speed", "all"),
                     default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
         published()
     if a.part in ("moe", "all"):
         moe_rows()
-    if a.part in ("kv", "all"):
-        kv_rows()
+    if a.part in ("capacity", "all"):
+        capacity_rows()
+    if a.part in ("ttft", "all"):
+        ttft_rows()
     if a.part in ("pp", "all"):
         pp_rows()
     if a.part in ("cpu", "all"):

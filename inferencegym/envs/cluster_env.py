@@ -87,7 +87,7 @@ from gymnasium import spaces
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from inferencegym.envs.cluster_features import RouterFeatures
-from inferencegym.envs.cluster_reward import RouterLedger, replica_rewards
+from inferencegym.envs.cluster_reward import ROUTER_COMPONENTS, RouterLedger, replica_rewards
 from inferencegym.envs.cluster_spaces import (
     FEATURE_CLIP,
     KNOB_BUCKETS,
@@ -112,6 +112,9 @@ from inferencegym.tasks.spec import TaskSpec
 
 __all__ = ["ClusterEnv", "ClusterRewardConfig", "ROUTER", "ROUTER_FEATURES", "REQUEST_FEATURES",
            "REPLICA_ACTION_NVEC", "MAX_TENANTS", "FEATURE_CLIP"]
+
+_REWARD_KEY = {k: f"reward/{k}" for k in ROUTER_COMPONENTS}
+"""The router info's key of each reward component."""
 
 CONFIG_KEYS = ("task_id", "num_replicas", "reward", "episode_windows", "seed")
 """Keys of the ``config`` dict."""
@@ -153,6 +156,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self.n = n = task.replicas
         self.replica_ids = [f"replica_{i}" for i in range(n)]
         self.possible_agents = [ROUTER, *self.replica_ids]
+        self._agent_set = frozenset(self.possible_agents)
         self.agents = list(self.possible_agents)
         self._cap_rps = np.asarray(replica_capacity_rps(task), dtype=np.float64)
         self._features = RouterFeatures(task, self._cap_rps)
@@ -185,7 +189,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         initial = (k.batch_cap, k.kv_budget_fraction, k.speculation_depth, task.chunk_size_tokens)
         self._knobs = np.tile([nearest_bucket(b, v) for b, v in zip(KNOB_BUCKETS, initial)], (self.n, 1))
         self._features.reset(self.cluster, self._batch_caps())
-        self._up = np.ones(self.n, dtype=bool)
+        self._up = [True] * self.n  # which replicas may be chosen
         self._window = 0
         self._next_window_s = task.window_s
         self._ledger.reset()
@@ -202,8 +206,9 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
             raise RuntimeError("ClusterEnv.step() called after the episode ended; call reset()")
         if not isinstance(action_dict, dict):
             raise ValueError(f"action_dict must be a dict keyed by agent id, got {type(action_dict).__name__}")
-        bad = sorted(set(action_dict) - set(self.possible_agents))
-        if bad:
+        agents = self._agent_set
+        if not agents.issuperset(action_dict):
+            bad = sorted(set(action_dict) - agents)
             raise ValueError(f"unknown agent ids {bad}; valid: router, replica_0..replica_{self.n - 1}")
         if self._pending is not None:
             self._route(action_dict)
@@ -255,14 +260,18 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
 
     def _router_obs(self, req) -> dict:
         feats = self._features.replicas(req.prompt_tokens if req is not None else None, req)
-        self._mask = (self._features.fits & self._up).astype(np.float32)
+        fits, up = self._features.fits, self._up
+        self._mask = np.array([1.0 if f and u else 0.0 for f, u in zip(fits, up)], dtype=np.float32)
+        self._any_fits = any(f and u for f, u in zip(fits, up))
         return {"replicas": feats, "request": self._features.request(req), "action_mask": self._mask}
 
     def _router_info(self, req, comps: dict[str, float]) -> dict:
         f = self._features.last_sim
-        info = {"t_s": self.cluster.now_s, "decision": self.decisions,
-                **{f"reward/{k}": v for k, v in comps.items()},
-                "outstanding_requests": f[:, 0] + f[:, 3], "kv_occupancy": f[:, 4]}
+        info = {"t_s": self.cluster.now_s, "decision": self.decisions}
+        for k, v in comps.items():
+            info[_REWARD_KEY.get(k) or f"reward/{k}"] = v
+        info["outstanding_requests"] = f[:, 0] + f[:, 3]
+        info["kv_occupancy"] = f[:, 4]
         if req is not None:
             info["request_prompt_tokens"] = req.prompt_tokens
             info["request_tenant"] = req.tenant
@@ -294,9 +303,10 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
             req = cl.run_until_decision(self._next_window_s)
             if req is None:
                 break
-            self._ledger.sweep(cl.now_s)
+            led = cl.ledger
+            self._ledger.sweep(cl.now_s, led.completed + led.rejected)
             o = self._router_obs(req)
-            if not self._mask.any():
+            if not self._any_fits:
                 # no replica can ever hold this prompt: send it to the largest cache; the simulator
                 # rejects it with a reason (never lost) and the router is charged a rejection.
                 replica = int(np.argmax(self._features.kv_capacity_tokens))

@@ -9,13 +9,14 @@
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 
 from inferencegym.envs.cluster_spaces import (
-    COL,
     FEATURE_CLIP,
     MAX_TENANTS,
+    PREFIX_FEATURES,
     PROMPT_LOG_MAX_TOKENS,
     PROMPT_NORM_TOKENS,
     REQ,
@@ -25,6 +26,7 @@ from inferencegym.envs.cluster_spaces import (
 )
 from inferencegym.sim import Cluster
 from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
+from inferencegym.sim.outputs import feature_rows
 from inferencegym.tasks.episode_workload import mean_output_tokens
 from inferencegym.tasks.spec import TaskSpec
 
@@ -32,20 +34,25 @@ SIM_COLUMNS: tuple[tuple[str, str], ...] = (
     ("queue_len", "queue_len"), ("oldest_wait_s", "oldest_wait"), ("mean_wait_s", "mean_wait"),
     ("running", "running"), ("kv_occupancy", "kv_occupancy"), ("recent_p90_ttft_s", "p90_ttft"),
     ("recent_p90_tbt_s", "p90_tbt"))
-"""(simulator column of ``Cluster.FEATURE_NAMES``, router feature) pairs copied with a normaliser;
-both in the same leading order, so one vectorised multiply fills them."""
+"""(simulator column of ``Cluster.FEATURE_NAMES``, router feature) pairs copied with a normaliser,
+in the same leading order."""
 _N_SIM = len(SIM_COLUMNS)
-_SIM_QUEUE = Cluster.FEATURE_NAMES.index("queue_len")
-_SIM_RUNNING = Cluster.FEATURE_NAMES.index("running")
 QUEUE_EMA_RATE = 0.05
 """Per-decision weight of the queue length's moving average (``load_trend`` = queue - average)."""
 HIT_RATE_DECAY = 0.02
 """Per-decision decay of the token counts behind ``recent_hit_rate`` (about the last 50 decisions)."""
 
+_ROW_ORDER = ("queue_len", "oldest_wait", "mean_wait", "running", "kv_occupancy", "p90_ttft", "p90_tbt",
+              "load_trend", "load_by_capacity", "relative_speed", "prompt_fits", "est_ttft",
+              "cached_share", "cache_occupancy", "recent_hit_rate")
+"""The order in which :meth:`RouterFeatures.replicas` writes a row (checked against the spaces)."""
+
 if tuple(Cluster.FEATURE_NAMES[:_N_SIM]) != tuple(s for s, _ in SIM_COLUMNS) or \
-        tuple(ROUTER_FEATURES[:_N_SIM]) != tuple(r for _, r in SIM_COLUMNS):
-    raise RuntimeError(f"Cluster.FEATURE_NAMES {Cluster.FEATURE_NAMES} no longer lead with the columns "
-                       f"the cluster env copies {SIM_COLUMNS}; update SIM_COLUMNS")
+        tuple(ROUTER_FEATURES[:_N_SIM]) != tuple(r for _, r in SIM_COLUMNS) or \
+        ROUTER_FEATURES + PREFIX_FEATURES != _ROW_ORDER:
+    raise RuntimeError(f"Cluster.FEATURE_NAMES {Cluster.FEATURE_NAMES} or the router's columns "
+                       f"{ROUTER_FEATURES + PREFIX_FEATURES} no longer match the order RouterFeatures "
+                       f"writes ({SIM_COLUMNS}, {_ROW_ORDER}); update cluster_features.py")
 
 
 def kv_capacity_tokens(cluster: Cluster) -> np.ndarray:
@@ -72,65 +79,84 @@ class RouterFeatures:
 
     def reset(self, cluster: Cluster, batch_caps: np.ndarray) -> None:
         self.cluster = cluster
-        self._buf = np.zeros((self.n, len(self.columns)))
-        self._hit = np.zeros((self.n, 2))  # decayed (hit tokens, queried tokens) per replica
-        self._hit_seen = np.zeros((self.n, 2))
-        self._buf[:, COL["relative_speed"]] = self.relative_speed
-        self._queue_ema = np.zeros(self.n)
+        self._hit = [[0.0, 0.0] for _ in range(self.n)]  # decayed (hit tokens, queried tokens) per replica
+        self._hit_seen = [[0.0, 0.0] for _ in range(self.n)]
+        self._rel = self.relative_speed.tolist()
+        self._inv_cs = self._inv_cap_slo.tolist()
+        self._queue_ema = [0.0] * self.n
         self._iter_s_cache: dict[tuple[int, int], float] = {}
         self.on_knobs_changed(batch_caps)
-        self.last_sim = np.zeros((self.n, len(Cluster.FEATURE_NAMES)))
-        self.fits = np.ones(self.n, dtype=bool)
+        self.last_sim = np.zeros((self.n, _N_SIM), dtype=np.float32)
+        self.fits = [True] * self.n
 
     def on_knobs_changed(self, batch_caps: np.ndarray) -> None:
         """New knobs: the running column's normaliser (the batch cap) and the KV capacity change."""
-        sc = np.empty((self.n, _N_SIM))
-        sc[:, COL["queue_len"]] = 1.0 / self.ref_batch
-        for name in ("oldest_wait", "mean_wait", "p90_ttft"):
-            sc[:, COL[name]] = 1.0 / self.ttft_ref
-        sc[:, COL["running"]] = 1.0 / batch_caps
-        sc[:, COL["kv_occupancy"]] = 1.0
-        sc[:, COL["p90_tbt"]] = 1.0 / self.tbt_ref
-        self._scale = sc
+        self._inv_batch = (1.0 / np.asarray(batch_caps, dtype=np.float64)).tolist()
         self.kv_capacity_tokens = kv_capacity_tokens(self.cluster)
+        self._cap_tokens = self.kv_capacity_tokens.tolist()
 
     def replicas(self, prompt_tokens: int | None, req=None) -> np.ndarray:
         """The (N, F) float32 matrix for an arriving prompt (None: no request, e.g. at a window end);
-        ``req`` (the arriving request) fills the prefix columns on prefix-sharing tasks."""
-        f = self.cluster.replica_features()
-        out = self._buf
-        np.multiply(f[:, :_N_SIM], self._scale, out=out[:, :_N_SIM])
-        q, running = f[:, _SIM_QUEUE], f[:, _SIM_RUNNING]
-        out[:, COL["load_trend"]] = (q - self._queue_ema) / self.ref_batch
-        out[:, COL["load_by_capacity"]] = (q + running) * self._inv_cap_slo
-        fits = self.kv_capacity_tokens >= (prompt_tokens + 1 if prompt_tokens is not None else 0)
-        out[:, COL["prompt_fits"]] = fits
-        out[:, COL["est_ttft"]] = 0.0 if prompt_tokens is None else self.est_ttft(prompt_tokens, req)
-        self._queue_ema += QUEUE_EMA_RATE * (q - self._queue_ema)
-        if self.prefix:
-            self._prefix_columns(out, req)
-        np.clip(out, -FEATURE_CLIP, FEATURE_CLIP, out=out)
-        self.last_sim = f
-        self.fits = fits
-        return out.astype(np.float32)
+        ``req`` (the arriving request) fills the prefix columns on prefix-sharing tasks.
 
-    def _prefix_columns(self, out: np.ndarray, req) -> None:
-        """cached_share, cache_occupancy (both from the published cache view a real router reads)
-        and recent_hit_rate (per-decision decayed token counts of the replicas' admissions)."""
+        Built row by row in Python floats (one numpy array at the end): at the env's sizes (4-64
+        replicas, 12-15 columns) a numpy call per column costs more than the arithmetic. Each value
+        is computed as the column-wise float64 arithmetic computes it (the simulator's columns
+        rounded to float32 first, as ``Cluster.replica_features()`` gives them), so the matrix is
+        bit-identical to the vectorised form."""
+        cl = self.cluster
+        cl.sync()
+        n = self.n
+        sim = array("f", feature_rows(cl.replicas, cl.now_s))  # float32, as replica_features() rounds
+        est = [0.0] * n if prompt_tokens is None else self.est_ttft_list(prompt_tokens, req)
+        need = prompt_tokens + 1 if prompt_tokens is not None else 0
+        s_q = 1.0 / self.ref_batch
+        s_t = 1.0 / self.ttft_ref
+        s_b = 1.0 / self.tbt_ref
+        ref = self.ref_batch
+        ema, inv_b, inv_cs, rel, cap = self._queue_ema, self._inv_batch, self._inv_cs, self._rel, self._cap_tokens
+        fits = [c >= need for c in cap]
+        sv = sim.tolist()
+        pre = self._prefix_columns(req) if self.prefix else None
+        vals: list[float] = []
+        add = vals.extend
+        for i in range(n):
+            j = 7 * i
+            q, ow, mw, run, kv, pt, pi = sv[j:j + 7]
+            d = q - ema[i]
+            add((q * s_q, ow * s_t, mw * s_t, run * inv_b[i], kv, pt * s_t, pi * s_b, d / ref,
+                 (q + run) * inv_cs[i], rel[i], 1.0 if fits[i] else 0.0, est[i]))
+            if pre is not None:
+                add(pre[i])
+            ema[i] += QUEUE_EMA_RATE * d
+        # float32 as ``astype`` rounds (the same C cast), then the clip: the same as clipping first,
+        # the bounds being float32 numbers and the rounding monotonic; NaN kept, as ``np.clip``
+        out = np.frombuffer(array("f", vals), dtype=np.float32).reshape(n, -1)
+        np.minimum(np.maximum(out, -FEATURE_CLIP, out=out), FEATURE_CLIP, out=out)
+        self.last_sim = np.frombuffer(sim, dtype=np.float32).reshape(n, _N_SIM)
+        self.fits = fits
+        return out
+
+    def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
+        """Per replica, in :data:`PREFIX_FEATURES` order: cached_share, cache_occupancy (both from
+        the published cache view a real router reads) and recent_hit_rate (per-decision decayed
+        token counts of the replicas' admissions)."""
         cl = self.cluster
         snaps = cl.published()
-        seen = np.array([(rep.win.prefix_hit_tokens, rep.win.prefix_query_tokens) for rep in cl.replicas],
-                        dtype=np.float64)
-        delta = seen - self._hit_seen
-        delta[delta < 0] = seen[delta < 0]  # the replica's window counters were reset
-        self._hit_seen = seen
-        self._hit = self._hit * (1.0 - HIT_RATE_DECAY) + delta
-        out[:, COL["recent_hit_rate"]] = np.where(self._hit[:, 1] > 0,
-                                                  self._hit[:, 0] / np.maximum(self._hit[:, 1], 1.0), 0.0)
+        keep = 1.0 - HIT_RATE_DECAY
+        out = []
         for i, rep in enumerate(cl.replicas):
-            out[i, COL["cache_occupancy"]] = len(snaps[i].hashes) / rep.kv.capacity_blocks
-            out[i, COL["cached_share"]] = (cl.published_cached_tokens(i, req) / req.prompt_tokens
-                                           if req is not None else 0.0)
+            hit, seen_prev = self._hit[i], self._hit_seen[i]
+            for c, s in enumerate((float(rep.win.prefix_hit_tokens), float(rep.win.prefix_query_tokens))):
+                d = s - seen_prev[c]
+                if d < 0:
+                    d = s  # the replica's window counters were reset
+                seen_prev[c] = s
+                hit[c] = hit[c] * keep + d
+            out.append((cl.published_cached_tokens(i, req) / req.prompt_tokens if req is not None else 0.0,
+                        len(snaps[i].hashes) / rep.kv.capacity_blocks,
+                        hit[0] / max(hit[1], 1.0) if hit[1] > 0 else 0.0))
+        return out
 
     def est_ttft(self, prompt_tokens: int, req=None) -> np.ndarray:
         """Estimated first-token time of the arriving request on every replica / TTFT SLO
@@ -138,27 +164,33 @@ class RouterFeatures:
         With ``req`` carrying a prefix hash chain, the prompt tokens the replica last published as
         cached are not prefilled (``Cluster.published_cached_tokens``), exactly as the
         ``estimated_ttft`` router credits them, so the column's argmin is that router's choice."""
-        est = np.empty(self.n)
+        return np.array(self.est_ttft_list(prompt_tokens, req), dtype=np.float64)
+
+    def est_ttft_list(self, prompt_tokens: int, req=None) -> list[float]:
+        """:meth:`est_ttft` as a list of Python floats."""
         cache = self._iter_s_cache
         cl = self.cluster
         hashed = req is not None and bool(req.block_hashes)
+        eo = self.expected_output_tokens
+        ref = self.ttft_ref
+        est = []
         for i, rep in enumerate(cl.replicas):
             key = (i, rep.cfg.batch_cap)
             it = cache.get(key)
             if it is None:
                 it = cache[key] = decode_iteration_s(rep)
             cached = cl.published_cached_tokens(i, req) if hashed else 0
-            est[i] = first_token_iterations(rep, prompt_tokens, cached_tokens=cached,
-                                            expected_output_tokens=self.expected_output_tokens) * it
-        return est / self.ttft_ref
+            est.append(first_token_iterations(rep, prompt_tokens, cached_tokens=cached,
+                                              expected_output_tokens=eo) * it / ref)
+        return est
 
     @staticmethod
     def request(req) -> np.ndarray:
         """The ``"request"`` vector (zeros when there is no request)."""
-        rq = np.zeros(len(REQUEST_FEATURES), dtype=np.float32)
+        rq = [0.0] * len(REQUEST_FEATURES)  # one float32 conversion per value, as element-wise assignment does
         if req is not None:
             rq[REQ["prompt_norm"]] = min(req.prompt_tokens / PROMPT_NORM_TOKENS, FEATURE_CLIP)
             rq[REQ["prompt_log"]] = math.log1p(req.prompt_tokens) / math.log1p(PROMPT_LOG_MAX_TOKENS)
             rq[REQ["tenant_0"] + min(req.tenant, MAX_TENANTS - 1)] = 1.0
             rq[REQ["priority"]] = req.priority
-        return rq
+        return np.array(rq, dtype=np.float32)

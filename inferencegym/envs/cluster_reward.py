@@ -79,6 +79,7 @@ class RouterLedger:
         self._awaiting_first: list = []   # dispatched, no first token yet
         self._active_w = 0.0              # sum of tenant weights of the active requests
         self._last_s = 0.0
+        self._settled: int | None = None  # the simulator's settled count at the last full sweep
         self.window = WindowAccumulators(self.n)
         self.components = dict.fromkeys(ROUTER_COMPONENTS, 0.0)
 
@@ -91,28 +92,32 @@ class RouterLedger:
             self._awaiting_first.append(req)
             self.window.dispatched[replica] += 1
 
-    def sweep(self, now: float) -> None:
+    def sweep(self, now: float, settled: int | None = None) -> None:
         """Charge the interval (previous sweep, now]: Decima integral, first tokens, completions and
-        rejections (exact: every request's own timestamps)."""
+        rejections (exact: every request's own timestamps). ``settled``: the simulator's count of
+        completed plus rejected requests (``RunLedger``); when it has not moved since the previous
+        sweep no request in the system finished, and the pass over them is skipped."""
         t0, w, win = self._last_s, self._w, self.window
         area = 0.0
-        keep = []
-        for r in self.active:
-            c = r.completion_s
-            if c == c:  # completed (not NaN)
-                area += w[r.tenant] * (c - t0)
-                self._active_w -= w[r.tenant]
-                win.completed_tokens[r.replica_id] += r.output_tokens
-                win.completed[r.replica_id] += 1
-                if self._tenants and meets_slo(r, self._tenants[r.tenant]):
-                    win.completed_ok[r.replica_id] += 1
-            elif r.rejected_reason is not None:
-                self._active_w -= w[r.tenant]
-                self.components["reject"] -= w[r.tenant]
-            else:
-                keep.append(r)
+        if settled is None or settled != self._settled:
+            self._settled = settled
+            keep = []
+            for r in self.active:
+                c = r.completion_s
+                if c == c:  # completed (not NaN)
+                    area += w[r.tenant] * (c - t0)
+                    self._active_w -= w[r.tenant]
+                    win.completed_tokens[r.replica_id] += r.output_tokens
+                    win.completed[r.replica_id] += 1
+                    if self._tenants and meets_slo(r, self._tenants[r.tenant]):
+                        win.completed_ok[r.replica_id] += 1
+                elif r.rejected_reason is not None:
+                    self._active_w -= w[r.tenant]
+                    self.components["reject"] -= w[r.tenant]
+                else:
+                    keep.append(r)
+            self.active = keep
         area += self._active_w * (now - t0)
-        self.active = keep
         slo = 0.0
         keep = []
         bonus = self.config.slo_bonus

@@ -86,6 +86,10 @@ def nearest_bucket(buckets: tuple, value: float) -> int:
 
 def parse_router_action(x: Any) -> int:
     """The router's action as an int (ValueError for anything that is not one integer)."""
+    if type(x) is int:  # the common cases first, without numpy's checks
+        return x
+    if isinstance(x, np.integer):
+        return int(x)
     try:
         if isinstance(x, (bool, np.bool_)):
             raise TypeError

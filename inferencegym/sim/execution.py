@@ -6,8 +6,8 @@ transformer layer with efficiencies fitted on measured kernel profiles, Vidur's 
 and measured H200 rows; weight-format rates in ``execution_rates.py``), the speculative proposer's
 passes (``execution_spec.py``) and the overhead of a named engine profile (``vllm-v1``,
 ``vllm-v0``, ``vllm-2023``, ``kernel-only``; parameters in ``execution_params.py``); what may be
-built and what memory is left for the KV cache are ``execution_setup.py``'s, pipeline stages
-``execution_pipeline.py``'s. See ``docs/calibration.md``.
+built is ``execution_setup.py``'s, what memory is left for the KV cache ``gpu_memory.py``'s (vLLM's
+profiling rule), pipeline stages ``execution_pipeline.py``'s. See ``docs/calibration.md``.
 
 Engine overhead per iteration: kernel time x ``(1 + slowdown * n)`` plus ``fixed + layers *
 (per_layer + per_layer_tp * (tp-1)) + per_seq * sequences + per_token * n`` (scheduling, sampling,
@@ -36,8 +36,9 @@ from inferencegym.sim.execution_params import (
 )
 from inferencegym.sim.execution_pipeline import PipelineCosts
 from inferencegym.sim.execution_rates import dense_tier
-from inferencegym.sim.execution_setup import check_model_args, memory_budget
+from inferencegym.sim.execution_setup import check_model_args
 from inferencegym.sim.execution_spec import SpeculativeCosts, draft_shape, resolve_proposer
+from inferencegym.sim.gpu_memory import memory_budget, sampler_path
 from inferencegym.sim.presets import (
     GPUPreset,
     ModelPreset,
@@ -197,13 +198,15 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
             kv_heads=self._kv_heads, max_batched_tokens=self.max_batched_tokens,
             gpu_memory_utilization=self.gpu_memory_utilization, check=self._check_memory,
             kv_layers=self._full_layers,
-            moe_workspace_bytes=self._moe.workspace_bytes(self.max_batched_tokens) if self._moe else 0.0)
+            moe_workspace_bytes=self._moe.workspace_bytes(self.max_batched_tokens) if self._moe else 0.0,
+            gpus_per_replica=t * self.expert_parallel * self.pipeline_parallel,
+            sampler=sampler_path(self.engine_profile))
+        self.memory = mem
+        """This GPU's memory budget (``gpu_memory.MemoryBudget``: weights, profiling peak, non-torch)."""
         self.weight_bytes_per_gpu = mem.weight_bytes_per_gpu
         self.kv_bytes_per_token = mem.kv_bytes_per_token
         """KV bytes per token on one GPU (with pipeline stages: its stage's layers; sliding-window
         layers hold their window only and are not counted, ``sim/sliding_window.py``)."""
-        self.activation_reserve_bytes = mem.activation_reserve_bytes
-        self._kv_free_bytes = mem.kv_free_bytes
         self._setup_pipeline()
         self._coeff_cache: dict[tuple[int, int], tuple[float, float]] = {}
         # the proposer's own execution model (kernel time only; the engine's launch overhead is
@@ -336,12 +339,16 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         a, b = self.decode_coeffs(int(batch_size), int(depth))
         return a + b * (int(batch_size) * int(context_tokens))
 
-    def kv_capacity_tokens(self, kv_budget_fraction: float = 1.0) -> int:
-        """KV-cache tokens one replica holds: (GPU memory x utilisation - weights - activation
-        reserve) x fraction / kv_bytes_per_token (per GPU; every GPU holds its heads' share)."""
+    def kv_capacity_tokens(self, kv_budget_fraction: float = 1.0, max_num_seqs: int = 256) -> int:
+        """KV-cache tokens one replica holds: (GPU memory x utilisation - weights - the profiling
+        run's peak at ``max_num_seqs`` - non-torch memory) x fraction / kv_bytes_per_token (per GPU;
+        every GPU holds its heads' share; ``gpu_memory.py``)."""
         if not 0.0 < kv_budget_fraction <= 1.0:
             raise ValueError(f"kv_budget_fraction must be in (0, 1], got {kv_budget_fraction!r}")
-        return int(self._kv_free_bytes * kv_budget_fraction // self.kv_bytes_per_token) * self._dp
+        if not isinstance(max_num_seqs, int) or max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs must be an int >= 1 (the batch cap), got {max_num_seqs!r}")
+        free = self.memory.kv_free_bytes(max_num_seqs)
+        return int(free * kv_budget_fraction // self.kv_bytes_per_token) * self._dp
 
     def kv_transfer_time_s(self, tokens: int, link_gbytes_per_s: float | None = None) -> float:
         """Time to move ``tokens`` tokens of KV cache from a prefill to a decode replica.

@@ -148,7 +148,9 @@ class KernelCosts:
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
                 a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
                 weight_time_factor=x.weight_time_factor,
-                grouped_compute_efficiency=moe_kernel_efficiency(m.moe_kernel), pad_to=pad)
+                grouped_compute_efficiency=moe_kernel_efficiency(
+                    m.moe_kernel, fp8=self.quantization.fp8_compute and not self.quantization.experts_only),
+                pad_to=pad)
         self._tok_cache: dict[int, float] = {}
         self._lm_cache: dict[int, float] = {}
 

@@ -1,17 +1,14 @@
 """What a replica's execution model may be built with: argument checks and the GPU memory budget.
 
 One job: decide whether a model, a GPU, a quantization tier and the parallel degrees make a
-buildable replica (one clear message per refusal: :func:`check_model_args`), and split one GPU's
-memory between weights, the activation reserve and the KV cache (:func:`memory_budget`).
+buildable replica (one clear message per refusal: :func:`check_model_args`). The GPU memory budget
+(weights, the profiling run's peak, non-torch memory, the KV cache) is ``gpu_memory.py``'s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from inferencegym.sim.execution_rates import ACT_BYTES
 from inferencegym.sim.pipeline import PP_DEGREES
-from inferencegym.sim.presets import GIB, GPUPreset, ModelPreset, QuantizationTier
+from inferencegym.sim.presets import GPUPreset, ModelPreset, QuantizationTier
 
 VALID_TP = (1, 2, 4, 8)
 VALID_EP = (1, 2, 4, 8, 16, 32, 64)
@@ -55,63 +52,3 @@ def check_model_args(*, model: ModelPreset, gpu: GPUPreset, quantization: Quanti
     if gpu_hour_usd is not None and not gpu_hour_usd >= 0:
         raise ValueError(f"gpu_hour_usd must be >= 0 (USD per GPU-hour) or None for the preset "
                          f"price, got {gpu_hour_usd!r}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryBudget:
-    """One GPU's memory of a replica."""
-
-    weight_bytes_per_gpu: float
-    """Weights on the GPU (with pipeline stages: the largest stage's layers, embedding or LM head)."""
-    kv_bytes_per_token: float
-    """KV-cache bytes per token on the GPU (its heads' share of its stage's layers)."""
-    activation_reserve_bytes: float
-    """Reserved for activations: 1 GiB plus ``max_batched_tokens`` tokens of the widest tensors."""
-    kv_free_bytes: float
-    """What is left for the KV cache (0 when nothing is)."""
-
-
-def memory_budget(*, model: ModelPreset, gpu: GPUPreset, quantization_name: str, tensor_parallel: int,
-                  pipeline_parallel: int, gemms: list[tuple[int, int]], weight_bytes_per_param: float,
-                  moe_weight_bytes_gpu: float | None, kv_bytes_per_token_layer: float,
-                  q_heads: int, kv_heads: int, max_batched_tokens: int,
-                  gpu_memory_utilization: float, check: bool, kv_layers: int | None = None,
-                  moe_workspace_bytes: float = 0.0) -> MemoryBudget:
-    """Split one GPU's memory; ValueError when the weights and the reserve do not fit (``check``).
-
-    ``gemms``: the ``(K, N)`` shapes of one dense layer's GEMMs on one GPU (QKV, O, gate+up, down);
-    ``moe_weight_bytes_gpu``: one MoE layer's expert weights on one GPU (None: dense model);
-    ``kv_layers``: layers whose KV grows with the context (None: all; sliding-window layers hold
-    their window only, ``sim/sliding_window.py``); ``moe_workspace_bytes``: the fused-MoE buffers of
-    the largest batch, reserved beside the activations.
-    """
-    m, g, t, wb, pp = model, gpu, tensor_parallel, weight_bytes_per_param, pipeline_parallel
-    h = m.hidden_size
-    lin_params_gpu = sum(kk * nn for kk, nn in gemms)
-    attn_params_gpu = sum(kk * nn for kk, nn in gemms[:2])
-    emb_params_gpu = m.vocab_size * h / t * (1 if m.tied_embeddings else 2)
-    moe_bytes = (m.moe_layers * (attn_params_gpu * wb + moe_weight_bytes_gpu)
-                 if moe_weight_bytes_gpu is not None else 0.0)
-    # pipeline stages: the largest stage holds ceil(L / P) layers and the embedding or the LM head
-    stage_frac = -(-m.num_layers // pp) / m.num_layers
-    emb_gpu = emb_params_gpu if (pp == 1 or m.tied_embeddings) else emb_params_gpu / 2
-    weights = float(
-        ((m.num_layers - m.moe_layers) * lin_params_gpu * wb + moe_bytes
-         + m.num_layers * 2 * h * ACT_BYTES) * stage_frac + emb_gpu * ACT_BYTES + h * ACT_BYTES)
-    kv_per_token = float((m.num_layers if kv_layers is None else kv_layers) * kv_bytes_per_token_layer
-                         * stage_frac)
-    f_g = m.ffn_size / t
-    qk = (q_heads + kv_heads) * m.head_dim
-    reserve = float(GIB + max_batched_tokens * (h + qk + 3 * f_g) * ACT_BYTES)
-    if moe_workspace_bytes:
-        reserve += moe_workspace_bytes
-    free = g.memory_bytes * gpu_memory_utilization - weights - reserve
-    if free <= 0 and check:
-        raise ValueError(
-            f"{m.name} ({quantization_name}) needs {weights / 1e9:.1f} GB of weights per GPU "
-            f"at tensor_parallel={t}, which with the activation reserve exceeds the "
-            f"{g.memory_gbytes:.0f} GB of {g.name} (x{gpu_memory_utilization} usable); "
-            f"use a larger tensor_parallel{' or expert_parallel' if m.is_moe else ''} or a "
-            f"lower-bit quantization")
-    return MemoryBudget(weight_bytes_per_gpu=weights, kv_bytes_per_token=kv_per_token,
-                        activation_reserve_bytes=reserve, kv_free_bytes=max(free, 0.0))

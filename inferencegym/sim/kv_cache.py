@@ -94,7 +94,9 @@ class KVCache:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         if capacity_tokens < block_size:
             raise ValueError(f"KV capacity of {capacity_tokens} tokens is less than one block of "
-                             f"{block_size}; raise kv_budget_fraction or use a larger GPU / lower quantization")
+                             f"{block_size}; raise kv_budget_fraction, lower batch_cap (the profiling run's "
+                             f"sampler buffers grow with it, sim/gpu_memory.py) or use a larger GPU / lower "
+                             f"quantization")
         self.block_size = int(block_size)
         self.capacity_blocks = int(capacity_tokens) // self.block_size
         self.used_blocks = 0

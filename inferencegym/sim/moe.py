@@ -46,7 +46,7 @@ direction (deepseek-ai/DeepEP docs/legacy.md)."""
 A2A_RDMA_EFFICIENCY = 43.0 / 50.0
 """DeepEP normal kernels, internode EP16: 43 GB/s of a 400 Gb/s (50 GB/s) CX7 NIC."""
 ACT_BYTES = 2.0
-MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.45, "deepgemm": 1.0}
+MOE_KERNEL_COMPUTE_EFFICIENCY = {"triton": 0.45, "deepgemm": 1.0, "cutlass": 0.808}
 """Compute efficiency of the routed experts' grouped GEMMs relative to the calibrated dense GEMM
 efficiency, by kernel family (``ModelPreset.moe_kernel``). ``triton``: fitted by
 ``python -m inferencegym.sim.calibration.moe_fit`` on a published measured MoE layer (vLLM's
@@ -55,7 +55,18 @@ pull request #44818; 0.452 with the layer's fixed time :data:`MOE_LAYER_FIXED_S`
 and checked out of sample on others (H100: gpt-oss-120b's shape in BF16, #39902, within 6 %;
 Qwen3-30B-A3B FP8, #24700): Triton's fused MoE gathers scattered token rows per expert and runs far
 below a dense GEMM. ``deepgemm``: DeepSeek's grouped GEMMs run at dense-GEMM efficiency (1.0, the DeepSeek-V3
-rows of ``docs/bench/models_memory.md``)."""
+rows of ``docs/bench/models_memory.md``). ``cutlass``: the CUTLASS grouped GEMMs PyTorch runs on Hopper
+(``torch._grouped_mm``; vLLM's ``cutlass_moe`` path is of the same family), fitted by
+``python -m inferencegym.sim.calibration.moe_gpu_fit`` on the compute-bound rows of four MoE shapes
+measured on one H100 (``inferencegym/data/moe_profiles/h100-80gb.json``)."""
+
+MOE_KERNEL_FP8_FACTOR = {"triton": 0.355, "deepgemm": 1.0, "cutlass": 0.765}
+"""Fraction of the FP8 tier's compute speed-up (``presets.FP8_COMPUTE_EFFICIENCY``, fitted on dense
+H200 GEMMs) that a kernel family's FP8 grouped GEMMs reach, multiplying its grouped efficiency under an
+FP8 tier. Fitted by ``python -m inferencegym.sim.calibration.moe_gpu_fit`` on compute-bound rows:
+``triton`` on vLLM pull request #24700 (Qwen3-30B-A3B FP8 W8A8 on H100, ``benchmark_moe.py``),
+``cutlass`` on the measured H100 FP8 grouped GEMMs (``torch._scaled_grouped_mm``, rowwise scales);
+``deepgemm``: DeepSeek's FP8 GEMMs at the dense FP8 efficiency (no measurement here)."""
 
 
 MOE_LAYER_FIXED_S = 15.0e-6
@@ -85,10 +96,11 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def moe_kernel_efficiency(kernel: str) -> float:
-    """:data:`MOE_KERNEL_COMPUTE_EFFICIENCY` of ``kernel`` (ValueError listing the families)."""
+def moe_kernel_efficiency(kernel: str, fp8: bool = False) -> float:
+    """:data:`MOE_KERNEL_COMPUTE_EFFICIENCY` of ``kernel``, times :data:`MOE_KERNEL_FP8_FACTOR` when
+    its grouped GEMMs run FP8 operands (ValueError listing the families)."""
     try:
-        return MOE_KERNEL_COMPUTE_EFFICIENCY[kernel]
+        return MOE_KERNEL_COMPUTE_EFFICIENCY[kernel] * (MOE_KERNEL_FP8_FACTOR[kernel] if fp8 else 1.0)
     except KeyError:
         raise ValueError(f"unknown moe_kernel {kernel!r}; valid: "
                          f"{', '.join(MOE_KERNEL_COMPUTE_EFFICIENCY)}") from None

@@ -18,6 +18,29 @@ FEATURE_NAMES = ("queue_len", "oldest_wait_s", "mean_wait_s", "running", "kv_occ
 """Columns of ``Cluster.replica_features()``."""
 
 
+def feature_rows(replicas: Sequence[Replica], now: float) -> list:
+    """The first seven columns of :data:`FEATURE_NAMES` for every replica, flat (replica after
+    replica) as Python numbers before the float32 rounding of ``Cluster.replica_features()``:
+    ``queue_len, oldest_wait_s, mean_wait_s, running, kv_occupancy, recent_p90_ttft_s,
+    recent_p90_tbt_s``; the caller applies ``Cluster.sync()`` first. One pass over the replicas,
+    shared by :class:`ReplicaFeatures` and the cluster env's router features."""
+    vals: list = []
+    add = vals.extend
+    for rep in replicas:
+        pw, w = rep.prio_waiting, rep.waiting
+        kv = rep.kv  # (Replica.kv_occupancy, inline)
+        if pw or w:
+            waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
+                     for q in (pw, w) for r in q]
+            k = len(waits)
+            add((k, max(waits), sum(waits) / k, len(rep.running), kv.used_blocks / kv.capacity_blocks,
+                 rep.recent_ttft.p90(), rep.recent_iter.p90()))
+        else:
+            add((0, 0.0, 0.0, len(rep.running), kv.used_blocks / kv.capacity_blocks,
+                 rep.recent_ttft.p90(), rep.recent_iter.p90()))
+    return vals
+
+
 class ReplicaFeatures:
     """``(N, 8)`` float32 per-replica state; remembers the outstanding counts of its previous call
     for the load trend."""
@@ -27,29 +50,16 @@ class ReplicaFeatures:
 
     def __call__(self, replicas: Sequence[Replica], now: float) -> np.ndarray:
         n = len(replicas)
-        rows = []
-        outs = []
-        for rep in replicas:
-            pw, w = rep.prio_waiting, rep.waiting
-            running = rep.running
-            if pw or w:
-                waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
-                         for q in (pw, w) for r in q]
-                k = len(waits)
-                row = [k, max(waits), sum(waits) / k]
-            else:
-                row = [0, 0.0, 0.0]
-            kv = rep.kv  # (Replica.kv_occupancy and Replica.outstanding, inline)
-            row += (len(running), kv.used_blocks / kv.capacity_blocks, rep.recent_ttft.p90(),
-                    rep.recent_iter.p90(), 0.0)
-            rows.append(row)
-            outs.append(len(w) + len(pw) + len(running) + rep.inbound)
-        outstanding = np.array(outs, dtype=np.float64)
+        vals = feature_rows(replicas, now)
+        m = len(FEATURE_NAMES) - 1
+        # Replica.outstanding, inline: queued + running + inbound
+        outstanding = np.array([vals[m * i] + vals[m * i + 3] + rep.inbound for i, rep in enumerate(replicas)],
+                               dtype=np.float64)
+        out = np.zeros((n, m + 1), dtype=np.float32)
         # one float64 -> float32 conversion per value, as element-wise assignment does
-        out = np.array(rows, dtype=np.float64).astype(np.float32) if n else np.zeros(
-            (0, len(FEATURE_NAMES)), dtype=np.float32)
+        out[:, :m] = np.array(vals, dtype=np.float64).reshape(n, m)
         prev = self._prev
-        out[:, 7] = outstanding - prev if prev is not None else 0.0
+        out[:, m] = outstanding - prev if prev is not None else 0.0
         self._prev = outstanding
         return out
 

@@ -234,11 +234,14 @@ _GPUS: dict[str, GPUPreset] = {
         inter_node_gbytes_per_s=25.0, gpu_hour_usd=1.79, network_profile="a100",
         calibrated=True),
     # NVIDIA H100 SXM5 80GB datasheet: 989 TF FP16, 1,979 TOPS INT8, 1,979 TF FP8 dense, 3.35 TB/s HBM3,
-    # NVLink 4 900 GB/s total (450 per direction); DGX H100: 400 Gb/s NDR IB per GPU.
+    # NVLink 4 900 GB/s total (450 per direction); DGX H100: 400 Gb/s NDR IB per GPU. Memory: the total
+    # the device reports to CUDA (what vLLM multiplies by gpu_memory_utilization), 85,017,493,504 B =
+    # 79.18 GiB, measured with torch.cuda.mem_get_info on an H100 80GB HBM3 (benchmarks/results/
+    # sampler_memory_h100.json; nvidia-smi: 81,559 MiB).
     "h100-80gb": GPUPreset(
         name="h100-80gb", fp16_tflops=989.4, int8_tops=1978.9, fp8_tflops=1978.9,
         cuda_core_tflops=66.9, mem_gbytes_per_s=3350.0,
-        memory_gbytes=80.0, memory_bytes=80 * GIB, intra_node_gbytes_per_s=450.0,
+        memory_gbytes=80.0, memory_bytes=85_017_493_504, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=2.99, network_profile="h100",
         calibrated=True),
     # NVIDIA H200 SXM 141GB datasheet: the H100 SXM's GH100 compute (989 TF FP16 dense, 1,979 TOPS

@@ -41,6 +41,11 @@ class RecentValues(deque):
         first = self[0]
         last = self[-1]
         if key is None or key[1] is not first or key[2] is not last or key[0] != len(self):
-            self._key = (len(self), first, last)
-            self._p90 = p90(self)
+            x = sorted(self)  # p90(self), inline
+            n = len(x)
+            pos = 0.9 * (n - 1)
+            lo = int(pos)
+            hi = lo + 1 if lo + 1 < n else lo
+            self._key = (n, first, last)
+            self._p90 = float(x[lo] + (x[hi] - x[lo]) * (pos - lo))
         return self._p90

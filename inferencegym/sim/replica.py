@@ -95,7 +95,7 @@ class Replica(ReplicaAdmission):
         self.block_end = 0  # multi-step scheduling: the decode block in progress ends at this iteration count
         self.api_pending = 0  # arrivals the in-process API server has not handled yet (engine profile)
         self._set_config(config, model)
-        self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction),
+        self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction, config.batch_cap),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
                           prefix_caching=config.prefix_caching)
         self.cpu: CPUKVTier | None = None
@@ -150,7 +150,7 @@ class Replica(ReplicaAdmission):
         self.pending = None
         self._kv_advance(now)
         self._set_config(cfg, model)
-        cap_tokens = model.kv_capacity_tokens(cfg.kv_budget_fraction)
+        cap_tokens = model.kv_capacity_tokens(cfg.kv_budget_fraction, cfg.batch_cap)
         new_blocks = cap_tokens // cfg.block_size
         if cfg.block_size != self.kv.block_size:
             raise ValueError("block_size cannot change while the simulator runs")

@@ -163,8 +163,9 @@ def test_kv_sizes_and_capacity():
     assert g.kv_bytes_per_token == 32 * 2 * 8 * 128 * 2  # GQA: 8 KV heads
     assert 12.5e9 < m.weight_bytes_per_gpu < 14e9
     cap = m.kv_capacity_tokens()
-    expected = (m.gpu.memory_bytes * 0.9 - m.weight_bytes_per_gpu - m.activation_reserve_bytes) \
-        / m.kv_bytes_per_token
+    mem = m.memory  # vLLM's rule: utilisation x memory - weights - profiling peak - non-torch
+    expected = (m.gpu.memory_bytes * 0.9 - m.weight_bytes_per_gpu - mem.activation_peak_bytes(256)
+                - mem.non_torch_bytes) / m.kv_bytes_per_token
     assert cap == math.floor(expected)
     assert m.kv_capacity_tokens(0.5) == pytest.approx(cap / 2, abs=1)
     small = ExecutionModel.from_preset(model="llama-2-7b", gpu="a10g-24gb")

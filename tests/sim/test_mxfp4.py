@@ -45,10 +45,10 @@ def test_hopper_holds_the_experts_in_marlin_s_padded_layout():
     assert hopper.kv_capacity_tokens() < 0.8 * native.kv_capacity_tokens()
     # the fused-MoE buffers of the largest batch are reserved ahead of the KV cache
     ws = 8192 * 4 * (2 * 2944 + 2944) * 2
-    assert hopper.activation_reserve_bytes - native.activation_reserve_bytes == pytest.approx(
+    assert hopper.memory.forward_peak_bytes - native.memory.forward_peak_bytes == pytest.approx(
         ws - 8192 * 4 * (2 * 2880 + 2880) * 2)
     dense = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb")
-    assert dense.activation_reserve_bytes == pytest.approx(2**30 + 8192 * (4096 + 40 * 128 + 3 * 14336) * 2)
+    assert dense.memory.forward_peak_bytes == pytest.approx(8192 * (4096 + 40 * 128 + 3 * 14336) * 2)
 
 
 def test_mxfp4_is_refused_on_dense_models():

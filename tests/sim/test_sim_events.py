@@ -1,12 +1,18 @@
-"""EventQueue ordering and the replica's window counters object."""
+"""EventQueue ordering (arrivals kept apart, popped in the order of one heap) and the replica's
+window counters object."""
 
 from __future__ import annotations
 
+import heapq
+import math
+import random
+
 import numpy as np
+import pytest
 from sim_util import cfg, poisson_requests
 
 from inferencegym.sim import Cluster
-from inferencegym.sim.events import EventQueue
+from inferencegym.sim.events import EV_ARRIVAL, EV_STEP, EV_TRANSFER, EventQueue
 from inferencegym.sim.metrics import ReplicaWindow
 
 
@@ -32,6 +38,45 @@ def test_event_queue_until_sees_events_scheduled_while_draining():
         if ev[0] < 5:
             q.schedule(ev[0] + 1.0, 0, 0)
     assert seen == [0.0, 1.0, 2.0, 3.0] and q.peek()[0] == 4.0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_event_queue_pops_in_the_order_of_one_heap(seed):
+    # arrivals (kept in their own sorted list) mixed with steps and transfers, out-of-order
+    # arrivals, ties on time, pops, peeks and drains: the order of one heap of (time, priority, seq)
+    rnd = random.Random(seed)
+    q, ref, seq = EventQueue(), [], 0
+
+    def add(t, p):
+        nonlocal seq
+        seq += 1
+        q.schedule(t, p, seq)
+        heapq.heappush(ref, (t, p, seq))
+
+    for i in range(rnd.choice([0, 5, 200])):  # a run's requests, submitted in arrival order
+        add(float(i // 3), EV_ARRIVAL)
+    now = 0.0
+    for _ in range(300):
+        op = rnd.random()
+        if op < 0.5:
+            add(now + rnd.choice([0.0, 0.5, 1.0, rnd.random() * 20]), rnd.choice([EV_STEP, EV_TRANSFER, EV_ARRIVAL]))
+        elif op < 0.7 and ref:
+            ev, want = q.pop(), heapq.heappop(ref)
+            assert ev[:3] == want and ev[3] == want[2]
+            now = ev[0]
+        elif op < 0.8:
+            t = now + rnd.random() * 3
+            got = [ev[:3] for ev in q.until(t)]
+            want = []
+            while ref and ref[0][0] <= t:
+                want.append(heapq.heappop(ref))
+            assert got == want
+            now = max(now, got[-1][0]) if got else now
+        assert len(q) == len(ref) and bool(q) == bool(ref)
+        assert (q.peek() or (None,) * 3)[:3] == (ref[0] if ref else (None,) * 3)
+        others = [k[0] for k in ref if k[1] > 0]
+        assert q.next_other() == (min(others) if others else math.inf)
+        assert sorted(ev[:3] for ev in q) == sorted(ref)
 
 
 def test_two_queues_do_not_share_counters():

@@ -66,16 +66,21 @@ def _gemma_moe():
 
 
 def experts_time_us(model, gpu: str, quantization: str, efficiency: float, n_tokens: int,
-                    fixed_s: float | None = None) -> float:
+                    fixed_s: float | None = None, fp8_factor: float | None = None) -> float:
     """Modelled routed-expert time of one layer for ``n_tokens`` at grouped-GEMM ``efficiency``
     (what ``benchmark_moe.py`` times: the grouped GEMMs, activation and the layer's fixed kernels,
-    ``fixed_s``, default ``moe.MOE_LAYER_FIXED_S``; no router GEMM, shared experts or all-to-all)."""
+    ``fixed_s``, default ``moe.MOE_LAYER_FIXED_S``; no router GEMM, shared experts or all-to-all).
+    Under ``quantization="fp8"`` the grouped GEMMs run at ``efficiency * fp8_factor`` (default: the
+    committed ``moe.MOE_KERNEL_FP8_FACTOR`` of the model's kernel family)."""
     from inferencegym.sim.execution import ExecutionModel
+    from inferencegym.sim.moe import MOE_KERNEL_FP8_FACTOR
     from inferencegym.sim.presets import get_model
 
     base = ExecutionModel.from_preset(model="qwen3-30b-a3b", gpu=gpu, quantization=quantization,
                                       engine_profile="kernel-only")
     mp = get_model(model) if isinstance(model, str) else model
+    if quantization == "fp8":
+        efficiency *= MOE_KERNEL_FP8_FACTOR[mp.moe_kernel] if fp8_factor is None else fp8_factor
     em = base._replace(model=mp, check_memory=False)
     moe = em._moe
     scale = efficiency / moe.grouped_compute_efficiency
