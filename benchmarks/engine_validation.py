@@ -1,6 +1,7 @@
 """Engine profiles against measured vLLM serving: the BLIS vLLM-V1 H100 runs, replayed on the simulator.
 
     python benchmarks/engine_validation.py [--profiles vllm-v1] [--sharing none system inference-perf] [--json]
+    python benchmarks/engine_validation.py --gemm-check   # H100 GEMMs: 2024 fit, today's fit, measured
 
 The runs (``../shared/reference/engines/blis-stepml-vllm-h100-gt``): vLLM V1 (v0.15 fork: prefix
 caching and asynchronous scheduling on) on H100 SXM, max_num_batched_tokens 2048, max_num_seqs 128,
@@ -134,8 +135,7 @@ def decode_breakdown(ref: Path, profile: str = "vllm-v1") -> list[dict]:
     rows = []
     for a in decode_anchors(ref, min_tp=1):
         m = ExecutionModel.from_preset(model=a.model, gpu="h100-80gb", tensor_parallel=a.tp, engine_profile=profile)
-        k = ExecutionModel.from_preset(model=a.model, gpu="h100-80gb", tensor_parallel=a.tp,
-                                       engine_profile="kernel-only")
+        k = m._replace(engine_overhead=False)  # the profile's own kernels, no overhead
         L, B = m.model.num_layers, a.batch
         ops = m.layer_op_times_s(float(B))
         gemm = L * sum(ops[g] for g in m._GEMM_NAMES)
@@ -153,13 +153,58 @@ def decode_breakdown(ref: Path, profile: str = "vllm-v1") -> list[dict]:
     return rows
 
 
+def h100_gemm_check(ref: Path, tokens=(1, 16, 32, 64, 128, 256, 512, 2048)) -> str:
+    """Markdown table: one layer's four GEMMs (us) on H100 under the 2024 fit (``vllm-2023``,
+    ``vllm-v0``, ``kernel-only``) and today's (``vllm-v1``), next to Vidur's 2024 H100 rows and the
+    project's 2026 H100 rows (Llama-2-7B TP1: today's fit's input; Llama-3-70B TP4 shard: held out)."""
+    import json as _json
+
+    from inferencegym.sim.calibration import reference as R
+    from inferencegym.sim.calibration.stages import build_model
+    from inferencegym.sim.execution_params import _params_for
+
+    g4 = R.GEMM_OPS
+    ops = R.vidur_ops(ref)
+    vid = ops[(ops.gpu == "h100-80gb") & ops.op.isin(g4) & (ops.tp == 1)].groupby("n").measured_s.sum()
+    def measured(gpu: str, name: str) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for r in _json.loads((R.MEASURED_PROFILES / gpu / name).read_text())["rows"]:
+            if r["op"] in g4:
+                out[r["n_tokens"]] = out.get(r["n_tokens"], 0.0) + r["time_s"]
+        return out
+
+    h7, h70 = measured("h100-80gb", "llama-2-7b_tp1.json"), measured("h100-80gb", "llama-3-70b_tp4.json")
+    k24 = _params_for("h100-80gb", "h100", "vllm-2023")[0]  # 2024 fit
+    k26 = _params_for("h100-80gb", "h100", "vllm-v1")[0]  # today's fit
+    models = [build_model("llama-2-7b", "h100-80gb", 1, k24), build_model("llama-2-7b", "h100-80gb", 1, k26),
+              build_model("llama-3-70b", "h100-80gb", 4, k24), build_model("llama-3-70b", "h100-80gb", 4, k26)]
+
+    def us(m, n):
+        o = m.layer_op_times_s(float(n))
+        return 1e6 * sum(o[x] for x in g4)
+
+    out = ["| tokens | 7B TP1: Vidur H100 (2024) | H100 measured (2026) | 2024 fit | today's fit "
+           "| 70B TP4 shard: H100 measured (2026) | 2024 fit | today's fit |", "|---|---|---|---|---|---|---|---|"]
+    for n in tokens:
+        a24, a26, b24, b26 = (f"{us(m, n):.0f}" for m in models)
+        cells = [f"{1e6 * vid[n]:.0f}" if n in vid.index else "-", f"{1e6 * h7[n]:.0f}" if n in h7 else "-",
+                 a24, a26, f"{1e6 * h70[n]:.0f}" if n in h70 else "-", b24, b26]
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reference-dir", type=Path, default=default_reference_dir())
     ap.add_argument("--profiles", nargs="+", default=["vllm-v1"])
     ap.add_argument("--sharing", nargs="+", default=list(SHARING), choices=SHARING)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--gemm-check", action="store_true",
+                    help="only print the H100 GEMM table (2024 fit, today's fit, measured rows)")
     a = ap.parse_args(argv)
+    if a.gemm_check:
+        print(h100_gemm_check(a.reference_dir))
+        return 0
     rows = validate(a.reference_dir, a.profiles, a.sharing,
                     on_row=(lambda r: print(json.dumps(r), flush=True)) if a.json else None)
     if not a.json:

@@ -133,7 +133,9 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         (no speculation). ``engine_profile``: the serving engine's per-iteration
         overhead, one of ``ENGINE_PROFILES`` (default ``DEFAULT_ENGINE_PROFILE``);
         ``engine_overhead=False`` is an alias of ``engine_profile="kernel-only"`` (kernel time only,
-        what Vidur's profiles measure). ``gpu_hour_usd`` overrides the preset price per GPU-hour.
+        what Vidur's profiles measure: on the H100 the GEMMs of its 2024 profile, where ``vllm-v1``
+        runs today's; ``model._replace(engine_overhead=False)`` gives a profile's own kernels).
+        ``gpu_hour_usd`` overrides the preset price per GPU-hour.
         Raises ValueError for unknown names or when the weights do not fit in GPU memory.
         """
         mp = get_model(model)

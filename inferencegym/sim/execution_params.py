@@ -245,7 +245,9 @@ def engine_params(profile: str) -> EngineParams:
                             per_token_s=0.0, kernel_slowdown_per_token=0.0)
     if profile == "vllm-v0":  # V0 (2024): one process (API server in the engine's loop), synchronous
         # steps, graphs up to batch 256
-        v1 = EngineParams.from_dict(load_calibration()["engines"]["vllm-v1"])
+        cal = load_calibration()["engines"]
+        # the V1 engine figures as fitted over the 2024 kernels V0 ran (``calibration.fit``)
+        v1 = EngineParams.from_dict({**cal["vllm-v1"], **cal.get("vllm-v0", {})})
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
                                    api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
                                    spec_batch_expansion=True, spec_chunked_prefill=False,
@@ -291,12 +293,21 @@ def _params_for(gpu_name: str, network_profile: str,
     attn_from = cal.get("engine_attention", {}).get(engine_profile)
     if attn_from and gpu_name in gpus:  # the profile's engines ran another generation's kernels
         kd.update({k: v for k, v in gpus[attn_from].items() if k.startswith("attn_")})
+    era_gemm = cal.get("engine_gemm", {}).get(engine_profile, {}).get(gpu_name)
+    if era_gemm and gpu_name not in _REGISTERED_KERNELS:  # the profile's engines ran 2024's GEMM kernels
+        kd.update(era_gemm)
     net = cal.get("network", {}).get(network_profile)
     if net:
         kd["allreduce_latency_s"] = net["latency_s"]
         kd["allreduce_gbytes_per_s"] = net["gbytes_per_s"]
     kernel = KernelParams.from_dict(kd)
     return kernel, engine_params(engine_profile), fitted
+
+
+def engine_gemm_gpus(engine_profile: str) -> tuple[str, ...]:
+    """The GPUs whose GEMMs an engine profile runs at another software generation's fit
+    (``vllm-2023``, ``vllm-v0``, ``kernel-only`` on H100: Vidur's 2024 profile; ``calibration.fit``)."""
+    return tuple(sorted(load_calibration().get("engine_gemm", {}).get(engine_profile, {})))
 
 
 def engine_attention_gpu(engine_profile: str) -> str | None:

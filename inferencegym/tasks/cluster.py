@@ -152,7 +152,7 @@ register_task(_with_rates(TaskSpec(
     workload=WorkloadSpec(process="poisson", length_fit="azure_conv",
                           max_prompt_tokens=4096, max_output_tokens=1024),
     cluster=ClusterOptions(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)),
-                           capacity_rps=(10.6, 3.5), load_fraction=0.8),
+                           capacity_rps=(11.7, 3.5), load_fraction=0.8),
     **_COMMON)))
 
 register_task(_with_rates(TaskSpec(

@@ -31,7 +31,7 @@ def test_cudagraph_capture_sizes_are_vllms_default_list():
 
 def test_async_step_is_the_longer_of_kernels_and_cpu_and_stays_affine():
     m = ExecutionModel.from_preset(model="llama-2-7b", gpu="h100-80gb")
-    k = ExecutionModel.from_preset(model="llama-2-7b", gpu="h100-80gb", engine_profile="kernel-only")
+    k = m._replace(engine_overhead=False)  # its own kernels (kernel-only keeps H100's 2024 GEMMs)
     sync = m._replace(engine=m.engine.synchronous())
     cpu = m.engine.fixed_s + m.engine.per_seq_s * 32
     a, b = m.decode_coeffs(32)
@@ -109,7 +109,9 @@ def test_calibration_error_reports_served_latency_bands():
     for k in ("ttft", "tpot", "e2e"):
         assert 0 < s[k]["mape_pct"] <= s[k]["max_ape_pct"] <= 15.0 and s[k]["n"] >= 5, (k, s[k])
     v0 = ExecutionModel.from_preset(engine_profile="vllm-v0").calibration_error()["serving"]
-    assert v0["ttft"]["mape_pct"] > 3 * s["ttft"]["mape_pct"]  # V0's front end and multi-step: not modelled
+    # V0's multi-step wait and in-process API server are modelled, but its 70B multi-step rows still
+    # miss by a third (docs/bench/fidelity.md): its band stays well wider than V1's
+    assert v0["ttft"]["mape_pct"] > 2 * s["ttft"]["mape_pct"]
     assert ExecutionModel.from_preset(engine_profile="kernel-only").calibration_error()["serving"] is None
 
 

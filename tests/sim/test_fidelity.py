@@ -29,8 +29,10 @@ def test_engine_profiles_names_default_and_alias():
     # (asynchronous scheduling), where a synchronous engine pays it on top of them
     sync = m._replace(engine=m.engine.synchronous())
     assert old.decode_step_time_s(64, 512) > sync.decode_step_time_s(64, 512) > m.decode_step_time_s(64, 512)
-    assert m.decode_step_time_s(64, 512) == k1.decode_step_time_s(64, 512)  # 64: a capture size, no padding
-    assert m.decode_step_time_s(61, 512) > k1.decode_step_time_s(61, 512)  # 61 runs as the graph of 64
+    # vllm-v1's own kernels (on H100 today's GEMMs; kernel-only keeps the 2024 fit, calibration.fit)
+    mk = m._replace(engine_overhead=False)
+    assert m.decode_step_time_s(64, 512) == mk.decode_step_time_s(64, 512)  # 64: a capture size, no padding
+    assert m.decode_step_time_s(61, 512) > mk.decode_step_time_s(61, 512)  # 61 runs as the graph of 64
     assert m.with_quantization("int4").engine_profile == "vllm-v1"
     with pytest.raises(ValueError, match="unknown engine profile .*valid: vllm-v1"):
         ExecutionModel.from_preset(engine_profile="tgi")
