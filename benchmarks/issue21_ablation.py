@@ -4,8 +4,9 @@
         --episodes 20 --seed 1000 --policy "BC of phase_rule=ray_results/warm/adversarial_multitenant/bc_phase_rule/default_policy" \\
         [--policy NAME=SPEC ...] [--json-out FILE]
 
-SPEC: a registry name, ``pretrained:TASK``, ``checkpoint:DIR`` or a directory (a saved RLModule or a
-Tune checkpoint). Each row: mean grade ± 95 % CI, and the paired difference to ``phase_rule`` (mean of
+SPEC: a registry name, ``pretrained:TASK``, ``checkpoint:DIR``, a directory (a saved RLModule or a
+Tune checkpoint) or ``advantage:MODEL.pt@MARGIN`` (the rollout-advantage policy of
+``inferencegym.rl.advantage_fit``). Each row: mean grade ± 95 % CI, and the paired difference to ``phase_rule`` (mean of
 per-seed differences ± the project's ``ci95``, seeds better / worse). Training records of
 ``benchmarks/train_ppo.py`` already hold their rows' per-seed scores: ``--record FILE`` adds them
 without re-running (same seeds required).
@@ -30,6 +31,11 @@ from inferencegym.rl.policy_loader import load_checkpoint, load_policy  # noqa: 
 
 
 def _policy(spec: str, task: str):
+    if spec.startswith("advantage:"):  # advantage:MODEL.pt@MARGIN (inferencegym.rl.advantage_fit)
+        from inferencegym.rl.advantage_fit import AdvantageModel, AdvantagePolicy
+
+        path, _, margin = spec.removeprefix("advantage:").partition("@")
+        return AdvantagePolicy(task, AdvantageModel.load(path), margin=float(margin or 0.2))
     if spec.startswith(("pretrained:", "checkpoint:")):
         return load_policy(spec, task)
     if Path(spec).is_dir():

@@ -25,7 +25,7 @@ class HistoryStacker:
     """Stacks the last ``windows`` observations of a 1-D feature vector plus their moving average."""
 
     def __init__(self, dim: int, windows: int, ema_weight: float = 0.3,
-                 phase_task_id: str | None = None) -> None:
+                 phase_task_id: str | None = None, phase_level: int = 1) -> None:
         if windows < 1:
             raise ValueError(f"history windows must be >= 1, got {windows}")
         if not 0.0 < ema_weight <= 1.0:
@@ -37,6 +37,8 @@ class HistoryStacker:
         """With a task id, :class:`~inferencegym.envs.phase_detector.PhaseDetector` features of that
         task's observable phase forecast follow the stack (issue 21: the actor sees the forecast the
         ``phase_rule`` baseline acts on, computed from the same observation history)."""
+        self.phase_level = int(phase_level)
+        """Which :meth:`~inferencegym.envs.phase_detector.PhaseDetector.features` (1 or 2)."""
         self._detector = None
         if phase_task_id is not None:
             from inferencegym.envs.phase_detector import PhaseDetector
@@ -46,9 +48,9 @@ class HistoryStacker:
 
     @property
     def out_dim(self) -> int:
-        from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
+        from inferencegym.envs.phase_detector import phase_feature_dim
 
-        return self.dim * (self.windows + 1) + (PHASE_FEATURE_DIM if self._detector is not None else 0)
+        return self.dim * (self.windows + 1) + (phase_feature_dim(self.phase_level) if self._detector is not None else 0)
 
     def reset(self) -> None:
         self._frames, self._ema = [], None
@@ -69,7 +71,7 @@ class HistoryStacker:
         parts = [*self._frames, self._ema]
         if self._detector is not None:
             self._detector.update(x)
-            parts.append(self._detector.features())
+            parts.append(self._detector.features(self.phase_level))
         return np.concatenate(parts).astype(np.float32)
 
 
@@ -89,12 +91,12 @@ class HistoryObservation(gym.ObservationWrapper):
     """Env wrapper: a Box(D) observation becomes Box(D * (K + 1)) (see :class:`HistoryStacker`)."""
 
     def __init__(self, env: gym.Env, windows: int, ema_weight: float = 0.3,
-                 phase_task_id: str | None = None) -> None:
+                 phase_task_id: str | None = None, phase_level: int = 1) -> None:
         super().__init__(env)
         space = env.observation_space
         if not isinstance(space, spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"history needs a 1-D Box observation, got {space}")
-        self.stacker = HistoryStacker(space.shape[0], windows, ema_weight, phase_task_id)
+        self.stacker = HistoryStacker(space.shape[0], windows, ema_weight, phase_task_id, phase_level)
         reps = windows + 1
         extra = self.stacker.out_dim - space.shape[0] * reps
         low = np.concatenate([np.tile(space.low, reps), np.full(extra, -1.0, np.float32)])

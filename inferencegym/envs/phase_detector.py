@@ -37,7 +37,19 @@ DEFAULT_SETTINGS: dict[str, float] = {"lead_windows": 0.0, "threshold_shift": 0.
                                       "mega_hold_windows": 1.0, "on_threshold": 0.5}
 """Detector settings used when none are given."""
 PHASE_FEATURE_DIM = 3
-"""Length of :meth:`PhaseDetector.features`."""
+"""Length of :meth:`PhaseDetector.features` (level 1, ``phase_features: true``)."""
+PHASE_FEATURE_DIMS = {1: PHASE_FEATURE_DIM, 2: 8}
+"""Length of :meth:`PhaseDetector.features` per level (``model_config.phase_features``: true = 1, or 2)."""
+
+
+def phase_feature_dim(level: int | bool) -> int:
+    """Number of phase features a stack with ``phase_features = level`` appends (0 when off)."""
+    lv = int(level)
+    if lv == 0:
+        return 0
+    if lv not in PHASE_FEATURE_DIMS:
+        raise ValueError(f"phase_features must be false, true (1) or 2; got {level!r}")
+    return PHASE_FEATURE_DIMS[lv]
 
 
 def _typical_prompt_tokens(w) -> float:
@@ -76,6 +88,7 @@ class PhaseDetector:
         self.k = 0                      # windows observed
         self._loglik = np.zeros_like(PHI_GRID)
         self._since_mega = 10 ** 9
+        self._megas_last = 0
         w = self.task.workload
         self.p_on = (w.on_mean_s / (w.on_mean_s + w.off_mean_s)) if self.process == "onoff" else 0.0
 
@@ -103,6 +116,7 @@ class PhaseDetector:
             return
         n, megas = self._window_counts(o)
         self._since_mega = 0 if megas else self._since_mega + 1
+        self._megas_last = megas
         if self.process == "sinusoidal":
             t = (self.k + 0.5) * self.window_s
             lam = np.maximum(self._base + self._amp * np.sin(self._omega * t + PHI_GRID), 1e-6)
@@ -115,11 +129,12 @@ class PhaseDetector:
             self.p_on = post * (1 - self._p_leave[1]) + (1 - post) * self._p_leave[0]
         self.k += 1
 
-    def sin_next(self) -> float:
-        """sin(omega t + phi_hat) at the middle of the next window plus ``lead_windows``."""
+    def sin_next(self, ahead: float = 0.0, fn: Any = np.sin) -> float:
+        """sin(omega t + phi_hat) at the middle of the next window plus ``lead_windows`` (plus
+        ``ahead`` windows; ``fn=np.cos`` for the slope's sign)."""
         phi = PHI_GRID[int(np.argmax(self._loglik))]
-        t = (self.k + 0.5 + self.settings["lead_windows"]) * self.window_s
-        return float(np.sin(self._omega * t + phi))
+        t = (self.k + 0.5 + self.settings["lead_windows"] + ahead) * self.window_s
+        return float(fn(self._omega * t + phi))
 
     def forecast(self) -> str:
         """The next window's phase name."""
@@ -135,12 +150,16 @@ class PhaseDetector:
             base = "high" if high else "low"
         return f"{base}+mega" if self._since_mega < s["mega_hold_windows"] else base
 
-    def features(self) -> np.ndarray:
-        """(PHASE_FEATURE_DIM,) float32 inputs for a learned policy: the forecast's load level
-        (``sinusoidal``: the fitted sine at the next window, 0 before any window; ``onoff``:
-        2 p_on - 1), whether it forecasts the high/on phase (0/1), and whether a mega-prompt is
-        recent (0/1). Zeros on one-phase tasks."""
-        out = np.zeros(PHASE_FEATURE_DIM, dtype=np.float32)
+    def features(self, level: int = 1) -> np.ndarray:
+        """(``phase_feature_dim(level)``,) float32 inputs for a learned policy. Level 1: the
+        forecast's load level (``sinusoidal``: the fitted sine at the next window, 0 before any
+        window; ``onoff``: 2 p_on - 1), whether it forecasts the high/on phase (0/1), and whether a
+        mega-prompt is recent (0/1). Level 2 adds what a switch *before* a phase change needs:
+        ``sinusoidal``: the fitted cosine at the next window (rising or falling), the sine 2 and 4
+        windows later; ``onoff``: 2 p_on - 1 predicted 2 and 4 windows ahead (and 0); both: windows
+        since the last mega-prompt / 10 (clipped to 1) and the last window's mega-prompts / 3
+        (clipped). Zeros on one-phase tasks."""
+        out = np.zeros(phase_feature_dim(level), dtype=np.float32)
         if self.process == "steady":
             return out
         name = self.forecast()
@@ -150,4 +169,16 @@ class PhaseDetector:
             out[0] = 2.0 * self.p_on - 1.0
         out[1] = float(name.split("+")[0] in ("high", "on"))
         out[2] = float(name.endswith("+mega"))
+        if int(level) >= 2:
+            if self.process == "sinusoidal":
+                if self.k > 0:
+                    out[3:6] = (self.sin_next(fn=np.cos), self.sin_next(2.0), self.sin_next(4.0))
+            else:
+                p = self.p_on
+                for i in (4, 5):
+                    for _ in range(2):
+                        p = p * (1 - self._p_leave[1]) + (1 - p) * self._p_leave[0]
+                    out[i] = 2.0 * p - 1.0
+            out[6] = min(self._since_mega, 10) / 10.0
+            out[7] = min(self._megas_last, 3) / 3.0
         return out

@@ -270,7 +270,8 @@ def _distill(cfg: Any, module: Any, out: Path) -> list[float]:
     if windows < 1:
         raise ValueError("bc.demonstrations needs model_config.history_windows >= 1 (the student's history)")
     obs, acts, summary = load_demonstrations(paths, windows=windows, ema_weight=float(mc.get("history_ema_weight", 0.3)),
-                                             phase_task_id=cfg.task_id if mc.get("phase_features") else None)
+                                             phase_task_id=cfg.task_id if mc.get("phase_features") else None,
+                                             phase_level=max(int(mc.get("phase_features") or 0), 1))
     priv = int(mc.get("critic_privileged_dims", 0) or 0)
     if priv:  # slots the actor never reads
         obs = [np.concatenate([o, np.zeros(priv, np.float32)]) for o in obs]

@@ -374,7 +374,7 @@ class TrainConfig(_Strict):
                 out["history_windows"] = int(mc["history_windows"])
                 out["history_ema_weight"] = float(mc.get("history_ema_weight", 0.3))
                 if mc.get("phase_features"):
-                    out["phase_features"] = True
+                    out["phase_features"] = int(mc["phase_features"])  # true = 1, or level 2
             if int(mc.get("critic_privileged_dims", 0) or 0) > 0:
                 out["privileged_critic"] = True
         return out

@@ -61,16 +61,18 @@ def collect_lookahead(task_id: str, seeds: list[int], out_dir: str | Path, *,
     return paths
 
 
-def stack_episode(raw_obs: np.ndarray, *, windows: int, ema_weight: float, phase_task_id: str | None) -> np.ndarray:
+def stack_episode(raw_obs: np.ndarray, *, windows: int, ema_weight: float, phase_task_id: str | None,
+                  phase_level: int = 1) -> np.ndarray:
     """The student's observations of one episode: :class:`HistoryStacker` over the raw observations
     in order, exactly as ``HistoryObservation`` stacks them in the training env."""
-    st = HistoryStacker(raw_obs.shape[1], windows, ema_weight, phase_task_id)
+    st = HistoryStacker(raw_obs.shape[1], windows, ema_weight, phase_task_id, phase_level)
     st.reset()
     return np.stack([st.push(o) for o in raw_obs])
 
 
 def load_demonstrations(paths: list[Path], *, windows: int, ema_weight: float = 0.3,
-                        phase_task_id: str | None = None) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
+                        phase_task_id: str | None = None, phase_level: int = 1,
+                        ) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
     """Student observations and teacher actions of the recorded episodes, plus a summary (episodes,
     steps, the teacher's grade, the share of windows where it left the rule's action)."""
     obs: list[np.ndarray] = []
@@ -78,7 +80,8 @@ def load_demonstrations(paths: list[Path], *, windows: int, ema_weight: float = 
     scores, dev, steps = [], 0, 0
     for p in paths:
         d = np.load(p)
-        obs += list(stack_episode(d["obs"], windows=windows, ema_weight=ema_weight, phase_task_id=phase_task_id))
+        obs += list(stack_episode(d["obs"], windows=windows, ema_weight=ema_weight, phase_task_id=phase_task_id,
+                                  phase_level=phase_level))
         acts += list(d["actions"].astype(np.int64))
         dev += int(np.any(d["actions"] != d["base_actions"], axis=1).sum())
         steps += len(d["actions"])

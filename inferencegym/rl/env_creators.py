@@ -125,12 +125,12 @@ def make_single_env(env_config: Any) -> gym.Env:
     task_id, kwargs, safety = _split_config(env_config)
     windows = int(kwargs.pop("history_windows", 0) or 0)
     ema_weight = float(kwargs.pop("history_ema_weight", 0.3))
-    phase = bool(kwargs.pop("phase_features", False))
+    phase = int(kwargs.pop("phase_features", 0) or 0)  # false / true (1) / 2: envs.phase_detector levels
     privileged_critic = bool(kwargs.pop("privileged_critic", False))
     env = gym.make("InferenceGym/LLMServe-v0", task_id=task_id, **kwargs)
     env = flat_wrapper_class()(env)
     if windows > 0:
-        env = HistoryObservation(env, windows, ema_weight, task_id if phase else None)
+        env = HistoryObservation(env, windows, ema_weight, task_id if phase else None, max(phase, 1))
     if privileged_critic:
         env = PrivilegedCriticFeatures(env)
     if safety is not None and safety.enabled and safety.terminate:

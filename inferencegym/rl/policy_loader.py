@@ -95,14 +95,14 @@ class ModulePolicy:
         windows = int(mc.get("history_windows", 0) or 0) if isinstance(mc, dict) else 0
         if self.kind != "single" or windows <= 0:
             return None
-        from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
+        from inferencegym.envs.phase_detector import phase_feature_dim
 
-        phase = bool(mc.get("phase_features", False))
+        phase = int(mc.get("phase_features", 0) or 0)
         self._priv = int(mc.get("critic_privileged_dims", 0) or 0)
-        dim = (int(np.prod(self.module.observation_space.shape)) - (PHASE_FEATURE_DIM if phase else 0)
+        dim = (int(np.prod(self.module.observation_space.shape)) - phase_feature_dim(phase)
                - self._priv) // (windows + 1)
         return HistoryStacker(dim, windows, float(mc.get("history_ema_weight", 0.3)),
-                              self.task_id if phase else None)
+                              self.task_id if phase else None, max(phase, 1))
 
     def _input(self, obs: Any) -> Any:
         """The raw env observation, stacked with the episode's history when the module uses one."""
@@ -221,7 +221,7 @@ def _spaces_for(task_id: str, kind: str, module_id: str, mapping: dict[str, str]
         mc = model_config or {}
         hist = ({"history_windows": int(mc["history_windows"]),
                  "history_ema_weight": float(mc.get("history_ema_weight", 0.3)),
-                 "phase_features": bool(mc.get("phase_features", False))}
+                 "phase_features": int(mc.get("phase_features", 0) or 0)}
                 if int(mc.get("history_windows", 0) or 0) > 0 else {})
         if int(mc.get("critic_privileged_dims", 0) or 0) > 0:  # the space the module was built on
             hist["privileged_critic"] = True

@@ -123,23 +123,26 @@ def test_history_phase_features_carry_the_rules_forecast():
     assert 0 < on_windows < 60
 
 
-def test_env_wrapper_and_policy_loader_add_the_same_phase_features():
-    """A module trained with ``phase_features`` acts identically on the wrapped env's observations
-    and on the raw env's (the loader stacks them and runs its own detector, reset per episode)."""
+@pytest.mark.parametrize("level", [True, 2])
+def test_env_wrapper_and_policy_loader_add_the_same_phase_features(level):
+    """A module trained with ``phase_features`` (level 1 = true, or 2) acts identically on the wrapped
+    env's observations and on the raw env's (the loader stacks them and runs its own detector, reset
+    per episode)."""
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from inferencegym.envs.phase_detector import PHASE_FEATURE_DIM
+    from inferencegym.envs.phase_detector import phase_feature_dim
     from inferencegym.rl.env_creators import make_single_env
     from inferencegym.rl.modules import module_class
     from inferencegym.rl.policy_loader import ModulePolicy
 
-    mc = {"hidden": [16], "history_windows": 3, "phase_features": True}
+    k = phase_feature_dim(level)
+    mc = {"hidden": [16], "history_windows": 3, "phase_features": level}
     wrapped = make_single_env({"task_id": "adversarial_multitenant", "history_windows": 3,
-                               "phase_features": True, "episode_windows": 30})
+                               "phase_features": level, "episode_windows": 30})
     raw = make_single_env({"task_id": "adversarial_multitenant", "episode_windows": 30})
     d = raw.observation_space.shape[0]
-    assert wrapped.observation_space.shape == (4 * d + PHASE_FEATURE_DIM,)
+    assert wrapped.observation_space.shape == (4 * d + k,)
     torch.manual_seed(0)
     m = RLModuleSpec(module_class=module_class("mlp"), observation_space=wrapped.observation_space,
                      action_space=wrapped.action_space, model_config=mc).build()
@@ -153,4 +156,4 @@ def test_env_wrapper_and_policy_loader_add_the_same_phase_features():
             np.testing.assert_array_equal(a_w, a_r)
             ow, *_ = wrapped.step(a_w)
             orr, *_ = raw.step(a_r)
-        assert ow[-PHASE_FEATURE_DIM] != 0.0  # the fitted sine after 25 windows
+        assert ow[-k] != 0.0  # the fitted sine after 25 windows
