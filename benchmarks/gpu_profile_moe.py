@@ -22,7 +22,8 @@ Random weights, no downloads, one file in the schema of ``benchmarks/gpu_profile
 
 Shapes (``MOE_SHAPES``): Qwen3-30B-A3B and gpt-oss-120b (its BF16 shape) from the presets, the
 shape of vLLM pull request #44818 whose published Triton timings ``calibration/moe_fit.py`` fits, so
-the measured kernel path can be set beside the published one, and Mixtral-8x7B's TP2 shard (the BLIS
+the measured kernel path can be set beside the published one, Qwen3's TP2 shard (narrow N), and
+Mixtral-8x7B's TP2 shard (the BLIS
 vLLM-V1 H100 runs serve it at TP2). The fit of these rows is
 ``python -m inferencegym.sim.calibration.moe_gpu_fit``.
 """
@@ -38,10 +39,13 @@ from pathlib import Path
 MOE_SHAPES = {
     # name: (experts, hidden K, expert intermediate N, top-k)
     "qwen3-30b-a3b": (128, 2048, 768, 8),
+    "qwen3-30b-a3b-tp2": (128, 2048, 384, 8),
     "gpt-oss-120b": (128, 2880, 2880, 4),
     "pr44818": (128, 2816, 704, 8),
     "mixtral-8x7b-tp2": (8, 4096, 7168, 2),
 }
+MOE_LAYER_SHAPES = ("qwen3-30b-a3b", "gpt-oss-120b")
+"""Shapes whose whole layer (routing included) is timed too."""
 MOE_TOKENS = (1, 8, 32, 64, 256, 512, 1024, 2048, 4096, 8192)
 GEMM_SHAPES = {
     # name: [(K, N)] of one layer's four GEMMs on one GPU (QKV, O, gate+up, down)
@@ -63,7 +67,7 @@ def plan(*, quick: bool = False, moe_shapes: dict = MOE_SHAPES, gemm_shapes: dic
     rows = [{"op": "moe_experts", "shape": s, "dtype": dt, "n_tokens": n}
             for s in moe_shapes for dt in ("bf16", "fp8", "fp8-gemm") for n in moe_tokens]
     rows += [{"op": "moe_layer", "shape": s, "dtype": "bf16", "n_tokens": n}
-             for s in list(moe_shapes)[:2] for n in moe_tokens]
+             for s in ([s for s in moe_shapes if s in MOE_LAYER_SHAPES] or list(moe_shapes)[:2]) for n in moe_tokens]
     rows += [{"op": "gemm", "shape": s, "index": i, "k": k, "n": n_out, "dtype": dt, "n_tokens": n}
              for s, gemms in gemm_shapes.items() for i, (k, n_out) in enumerate(gemms)
              for dt in ("bf16", "fp8") for n in gemm_tokens]
