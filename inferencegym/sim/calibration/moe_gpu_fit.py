@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import cache
 from pathlib import Path
 from statistics import median
 
@@ -41,6 +42,7 @@ DENSE_FP8_SHAPES = {"llama-2-7b": ("llama-2-7b", 1), "llama-3-70b-tp4": ("llama-
 _OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 
 
+@cache
 def shape_models() -> dict:
     """Measured shape name -> the model preset whose MoE layer has that shape (at TP1)."""
     from inferencegym.sim.presets import ModelPreset, get_model
