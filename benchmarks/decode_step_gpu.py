@@ -1,0 +1,261 @@
+"""Where a TP1 decode step's GPU time goes beyond the profiled kernels (issue 23, fifth session).
+
+The simulator's decode step is the sum of per-op kernel times (each op timed alone, 20 copies in one
+CUDA graph) plus the engine profile's CPU work, which vLLM V1's asynchronous scheduling hides. This
+script measures, on one GPU, the parts of a real decode step that the sum leaves out:
+
+* ``graph_step``: one CUDA-graph replay of a whole Llama decode step (the lead's model of
+  ``benchmarks/gpu_profile_cuda.py``: random bf16 weights, contiguous KV, SDPA) at the BLIS TP1 run's
+  batch and context (12 sequences, 911 tokens) and two neighbours;
+* ``kernels``: every kernel of the same step, profiled (``torch.profiler``, CUPTI device durations),
+  grouped (GEMM / attention / small elementwise), and the gap = graph replay - sum of kernel
+  durations, per kernel: the cost of running ~N dependent kernels back to back in a graph that
+  per-op timing does not see;
+* ``sampler``: vLLM V1's PyTorch top-p path (``vllm/v1/sample/ops/topk_topp_sampler.py``,
+  ``apply_top_k_top_p`` + ``random_sample``) at temperature 0.6, top-p 0.9 (the Llama-2 checkpoints'
+  generation config) over a 32,000-token vocabulary, graph-replayed (GPU time) and eager (launch
+  bound);
+* ``compiled_step`` (if the budget allows): the same step with the elementwise ops fused by
+  ``torch.compile`` (what vLLM's compiled graph does), graph-replayed.
+
+    python benchmarks/decode_step_gpu.py --out decode_step.json            # GPU, ~60 s
+    python benchmarks/decode_step_gpu.py --device cpu --tiny --out /tmp/d.json   # CPU check
+
+Decides hypothesis (a) vs GPU-side time for the BLIS Llama-2-7B TP1 TPOT miss (-14 %): whether the
+missing ~1.1 ms a step is GPU work (gaps between dependent kernels, the sampler) that asynchronous
+scheduling cannot hide, and how much of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+
+DT = torch.bfloat16
+VOCAB = 32000
+TEMPERATURE, TOP_P = 0.6, 0.9
+
+
+def _shape(tiny: bool):
+    if tiny:
+        return SimpleNamespace(name="tiny", hidden_size=256, num_heads=4, num_kv_heads=4, head_dim=64,
+                               ffn_size=512, num_layers=2, vocab_size=VOCAB)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from inferencegym.sim.presets import get_model
+    return get_model("llama-2-7b")
+
+
+def _sync(dev):
+    if dev == "cuda":
+        torch.cuda.synchronize()
+
+
+def _time(fn, dev, reps=15, warm=3) -> float:
+    """Median seconds of ``fn`` (CUDA events on a GPU, wall clock on CPU)."""
+    for _ in range(warm):
+        fn()
+    _sync(dev)
+    ts = []
+    for _ in range(reps):
+        if dev == "cuda":
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            torch.cuda.synchronize()
+            ts.append(s.elapsed_time(e) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def _graph(fn, dev):
+    """``fn`` captured in a CUDA graph (its replay), or ``fn`` itself on CPU."""
+    if dev != "cuda":
+        return fn
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+class Step:
+    """One Llama decode step (RMSNorm, RoPE, attention over a contiguous KV cache, SwiGLU), TP 1,
+    random weights; ``fused`` runs each layer's elementwise work through ``torch.compile``."""
+
+    def __init__(self, mp, dev: str, batch: int, context: int) -> None:
+        self.mp, self.dev, self.b, self.c = mp, dev, batch, context
+        h, nh, nkv, d, ffn = mp.hidden_size, mp.num_heads, mp.num_kv_heads, mp.head_dim, mp.ffn_size
+        g = lambda *s: torch.randn(*s, device=dev, dtype=DT) * 0.02
+        self.emb, self.head = g(VOCAB, h), g(h, VOCAB)
+        self.layers = [dict(qkv=g(h, (nh + 2 * nkv) * d), o=g(nh * d, h), up=g(h, 2 * ffn), down=g(ffn, h),
+                            n1=torch.ones(h, device=dev, dtype=DT), n2=torch.ones(h, device=dev, dtype=DT))
+                       for _ in range(mp.num_layers)]
+        self.kv = [(g(batch, nkv, context + 1, d), g(batch, nkv, context + 1, d)) for _ in self.layers]
+        self.ids = torch.randint(0, VOCAB, (batch, 1), device=dev)
+        inv = 1.0 / (10000 ** (torch.arange(0, d // 2, device=dev, dtype=torch.float32) / (d // 2)))
+        ang = torch.tensor([float(context)], device=dev)[:, None] * inv[None]
+        self.cos, self.sin = ang.cos().to(DT), ang.sin().to(DT)
+        self.pre, self.post = self._pre, self._post
+
+    def compile(self) -> None:
+        self.pre = torch.compile(self._pre, dynamic=False)
+        self.post = torch.compile(self._post, dynamic=False)
+
+    def _pre(self, qkv_out):
+        """Residual RMSNorm before attention; RoPE on q and k of the QKV projection's output."""
+        mp, d, b = self.mp, self.mp.head_dim, qkv_out.shape[0]
+        q, k, v = qkv_out.split([mp.num_heads * d, mp.num_kv_heads * d, mp.num_kv_heads * d], dim=-1)
+
+        def rope(t, n):
+            t = t.view(b, 1, n, d).transpose(1, 2)
+            t1, t2 = t[..., : d // 2], t[..., d // 2:]
+            return torch.cat((t1 * self.cos - t2 * self.sin, t2 * self.cos + t1 * self.sin), dim=-1)
+        return rope(q, mp.num_heads), rope(k, mp.num_kv_heads), v.view(b, 1, mp.num_kv_heads, d).transpose(1, 2)
+
+    def _post(self, gu):
+        gt, up = gu.chunk(2, dim=-1)
+        return F.silu(gt) * up
+
+    def __call__(self):
+        mp, c = self.mp, self.c
+        x = self.emb[self.ids]
+        for L, kv in zip(self.layers, self.kv):
+            y = F.rms_norm(x, (x.shape[-1],), L["n1"], 1e-5)
+            q, k, v = self.pre(y @ L["qkv"])
+            kv[0][:, :, c:c + 1] = k
+            kv[1][:, :, c:c + 1] = v
+            a = F.scaled_dot_product_attention(q, kv[0], kv[1], enable_gqa=mp.num_kv_heads != mp.num_heads)
+            x = x + a.transpose(1, 2).reshape(x.shape[0], 1, -1) @ L["o"]
+            x = x + self.post(F.rms_norm(x, (x.shape[-1],), L["n2"], 1e-5) @ L["up"]) @ L["down"]
+        return F.rms_norm(x, (x.shape[-1],), self.layers[0]["n1"], 1e-5) @ self.head
+
+
+def _kind(name: str) -> str:
+    n = name.lower()
+    if any(s in n for s in ("gemm", "gemv", "cutlass", "sm90_xmma", "cublas", "matmul", "splitk")):
+        return "gemm"
+    if any(s in n for s in ("flash", "fmha", "attention", "attn", "sdpa", "efficient")):
+        return "attention"
+    return "small"
+
+
+def kernel_profile(fn, dev) -> dict:
+    """Device durations of every kernel ``fn`` launches (one eager run), grouped."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    _sync(dev)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    with profile(activities=acts) as prof:
+        fn()
+        _sync(dev)
+    out = {"gemm": [0, 0.0], "attention": [0, 0.0], "small": [0, 0.0]}
+    names: dict[str, list] = {}
+    for ev in prof.events():
+        if dev == "cuda" and ev.device_type == torch.autograd.DeviceType.CUDA:
+            k, dur = _kind(ev.name), ev.time_range.elapsed_us() / 1e6
+            out[k][0] += 1
+            out[k][1] += dur
+            e = names.setdefault(ev.name[:80], [0, 0.0])
+            e[0] += 1
+            e[1] += dur
+    top = sorted(names.items(), key=lambda kv: -kv[1][1])[:15]
+    return {**{k: {"kernels": n, "sum_s": s} for k, (n, s) in out.items()},
+            "top": [{"name": n, "count": c, "sum_s": t, "kind": _kind(n)} for n, (c, t) in top]}
+
+
+def sampler_fn(batch: int, dev: str):
+    """vLLM V1's PyTorch temperature + top-p sampling (sort, softmax, cumsum, mask, scatter, then
+    ``probs / Exp(1)`` argmax) over float32 logits."""
+    logits0 = torch.randn(batch, VOCAB, device=dev, dtype=DT)
+    temp = torch.full((batch,), TEMPERATURE, device=dev)
+    p = torch.full((batch,), TOP_P, device=dev)
+
+    def run():
+        logits = logits0.float().div_(temp[:, None])
+        ls, idx = logits.sort(dim=-1, descending=False)
+        probs_sum = ls.softmax(dim=-1).cumsum_(dim=-1)
+        mask = probs_sum <= 1 - p[:, None]
+        mask[:, -1] = False
+        ls.masked_fill_(mask, -float("inf"))
+        logits = ls.scatter(dim=-1, index=idx, src=ls)
+        probs = logits.softmax(dim=-1, dtype=torch.float32)
+        q = torch.empty_like(probs).exponential_()
+        return probs.div_(q).argmax(dim=-1)
+    return run
+
+
+@torch.inference_mode()
+def measure(dev: str, tiny: bool, budget_s: float, points=((12, 911), (1, 911), (32, 911))) -> dict:
+    t_start = time.perf_counter()
+    mp = _shape(tiny)
+    res = {"info": {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
+                    "model": mp.name, "layers": mp.num_layers, "tiny": tiny}, "rows": []}
+    for b, c in points:
+        st = Step(mp, dev, b, c)
+        row = {"batch": b, "context": c, "graph_step_s": _time(_graph(st, dev), dev),
+               "eager_step_s": _time(st, dev, reps=5)}
+        if (b, c) == points[0]:
+            row["kernels"] = kernel_profile(st, dev)
+            parts = [row["kernels"][k] for k in ("gemm", "attention", "small")]
+            ksum, kn = sum(v["sum_s"] for v in parts), sum(v["kernels"] for v in parts)
+            row["kernel_sum_s"], row["kernel_count"] = ksum, kn
+            row["gap_per_kernel_s"] = (row["graph_step_s"] - ksum) / kn if kn else None
+        res["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        del st
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+    for b in (points[0][0], 64):
+        fn = sampler_fn(b, dev)
+        res["rows"].append({"op": "sampler", "batch": b, "graph_s": _time(_graph(fn, dev), dev),
+                            "eager_s": _time(fn, dev)})
+        print(json.dumps(res["rows"][-1]), flush=True)
+    if time.perf_counter() - t_start < budget_s * 0.5:
+        try:
+            b, c = points[0]
+            st = Step(mp, dev, b, c)
+            st.compile()
+            row = {"op": "compiled_step", "batch": b, "context": c, "graph_step_s": _time(_graph(st, dev), dev)}
+            row["kernels"] = kernel_profile(st, dev)
+            res["rows"].append(row)
+            print(json.dumps(row), flush=True)
+        except Exception as e:  # the compile path is optional: record why it did not run
+            res["rows"].append({"op": "compiled_step", "error": f"{type(e).__name__}: {e}"[:300]})
+    res["info"]["wall_s"] = time.perf_counter() - t_start
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--tiny", action="store_true", help="a 2-layer toy shape (CPU check)")
+    ap.add_argument("--budget-s", type=float, default=80.0, help="skip the compiled step past half of this")
+    a = ap.parse_args(argv)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda needs a CUDA GPU; use --device cpu --tiny for a CPU check", file=sys.stderr)
+        return 2
+    res = measure(a.device, a.tiny, a.budget_s)
+    Path(a.out).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
