@@ -11,10 +11,11 @@ script measures, on one GPU, the parts of a real decode step that the sum leaves
   grouped (GEMM / attention / small elementwise), and the gap = graph replay - sum of kernel
   durations, per kernel: the cost of running ~N dependent kernels back to back in a graph that
   per-op timing does not see;
-* ``sampler``: vLLM V1's PyTorch top-p path (``vllm/v1/sample/ops/topk_topp_sampler.py``,
-  ``apply_top_k_top_p`` + ``random_sample``) at temperature 0.6, top-p 0.9 (the Llama-2 checkpoints'
-  generation config) over a 32,000-token vocabulary, graph-replayed (GPU time) and eager (launch
-  bound);
+* ``sampler``: vLLM V1's PyTorch sampling paths (``vllm/v1/sample/ops/topk_topp_sampler.py``,
+  ``apply_top_k_top_p`` + ``random_sample``): top-p 0.9 at temperature 0.6 (the Llama-2
+  checkpoints' generation config), plain random sampling (a checkpoint whose generation config sets
+  no top-p, e.g. CodeLlama's) and greedy, at batch 1-64 over a 32,000-token vocabulary (and top-p
+  over Llama-3's 128,256), graph-replayed (GPU time) and eager (launch bound);
 * ``compiled_step`` (if the budget allows): the same step with the elementwise ops fused by
   ``torch.compile`` (what vLLM's compiled graph does), graph-replayed.
 
@@ -176,14 +177,17 @@ def kernel_profile(fn, dev) -> dict:
             "top": [{"name": n, "count": c, "sum_s": t, "kind": _kind(n)} for n, (c, t) in top]}
 
 
-def sampler_fn(batch: int, dev: str):
-    """vLLM V1's PyTorch temperature + top-p sampling (sort, softmax, cumsum, mask, scatter, then
-    ``probs / Exp(1)`` argmax) over float32 logits."""
-    logits0 = torch.randn(batch, VOCAB, device=dev, dtype=DT)
+def sampler_fn(batch: int, dev: str, kind: str = "top_p", vocab: int = VOCAB):
+    """vLLM V1's PyTorch sampling path over float32 logits (``vllm/v1/sample/sampler.py``,
+    ``ops/topk_topp_sampler.py``): ``top_p``: temperature 0.6 and top-p 0.9 (the Llama-2
+    checkpoints' generation config: sort, softmax, cumsum, mask, scatter back, softmax, then
+    ``probs / Exp(1)`` argmax); ``random``: temperature 1, no top-k/top-p (a checkpoint whose
+    generation config sets neither: softmax, ``probs / Exp(1)`` argmax); ``greedy``: argmax."""
+    logits0 = torch.randn(batch, vocab, device=dev, dtype=DT)
     temp = torch.full((batch,), TEMPERATURE, device=dev)
     p = torch.full((batch,), TOP_P, device=dev)
 
-    def run():
+    def top_p():
         logits = logits0.float().div_(temp[:, None])
         ls, idx = logits.sort(dim=-1, descending=False)
         probs_sum = ls.softmax(dim=-1).cumsum_(dim=-1)
@@ -194,7 +198,15 @@ def sampler_fn(batch: int, dev: str):
         probs = logits.softmax(dim=-1, dtype=torch.float32)
         q = torch.empty_like(probs).exponential_()
         return probs.div_(q).argmax(dim=-1)
-    return run
+
+    def random():
+        probs = logits0.float().softmax(dim=-1, dtype=torch.float32)
+        q = torch.empty_like(probs).exponential_()
+        return probs.div_(q).argmax(dim=-1)
+
+    def greedy():
+        return logits0.float().argmax(dim=-1)
+    return {"top_p": top_p, "random": random, "greedy": greedy}[kind]
 
 
 @torch.inference_mode()
@@ -218,11 +230,13 @@ def measure(dev: str, tiny: bool, budget_s: float, points=((12, 911), (1, 911), 
         del st
         if dev == "cuda":
             torch.cuda.empty_cache()
-    for b in (points[0][0], 64):
-        fn = sampler_fn(b, dev)
-        res["rows"].append({"op": "sampler", "batch": b, "graph_s": _time(_graph(fn, dev), dev),
-                            "eager_s": _time(fn, dev)})
-        print(json.dumps(res["rows"][-1]), flush=True)
+    for kind, vocab, batches in (("top_p", VOCAB, (1, 12, 27, 64)), ("random", VOCAB, (12, 27)),
+                                 ("greedy", VOCAB, (12,)), ("top_p", 128256, (1, 12))):
+        for b in batches:
+            fn = sampler_fn(b, dev, kind, vocab)
+            res["rows"].append({"op": "sampler", "kind": kind, "vocab": vocab, "batch": b,
+                                "graph_s": _time(_graph(fn, dev), dev), "eager_s": _time(fn, dev)})
+            print(json.dumps(res["rows"][-1]), flush=True)
     if time.perf_counter() - t_start < budget_s * 0.5:
         try:
             b, c = points[0]
