@@ -1,30 +1,29 @@
-"""Where a TP1 decode step's GPU time goes beyond the profiled kernels (issue 23, fifth session).
+"""Where a decode step's GPU time goes beyond the per-op kernels (issue 23, fifth session).
 
 The simulator's decode step is the sum of per-op kernel times (each op timed alone, 20 copies in one
 CUDA graph) plus the engine profile's CPU work, which vLLM V1's asynchronous scheduling hides. This
-script measures, on one GPU, the parts of a real decode step that the sum leaves out:
+script measures, on one GPU, what a real decode step adds to that sum, at the decode anchors of the
+three BLIS roleplay runs (Llama-2-7B TP1, batch 12, context 911; one GPU's shard of CodeLlama-34B
+TP2, batch 22 and of Llama-2-70B TP4, batch 27, without their all-reduces):
 
-* ``graph_step``: one CUDA-graph replay of a whole Llama decode step (the lead's model of
-  ``benchmarks/gpu_profile_cuda.py``: random bf16 weights, contiguous KV, SDPA) at the BLIS TP1 run's
-  batch and context (12 sequences, 911 tokens) and two neighbours;
-* ``kernels``: every kernel of the same step, profiled (``torch.profiler``, CUPTI device durations),
-  grouped (GEMM / attention / small elementwise), and the gap = graph replay - sum of kernel
-  durations, per kernel: the cost of running ~N dependent kernels back to back in a graph that
-  per-op timing does not see;
-* ``sampler``: vLLM V1's PyTorch sampling paths (``vllm/v1/sample/ops/topk_topp_sampler.py``,
+* ``shape`` rows: ``isolated_s`` (each GEMM and the attention of a layer timed alone, x layers: what
+  the per-op rows give), ``graph_step_s`` (the whole step, unfused PyTorch elementwise ops, one
+  CUDA-graph replay) and ``compiled_step_s`` (the same with each layer through ``torch.compile``:
+  Inductor fuses the norms with their residual adds, RoPE, SiLU x up, as vLLM's compiled graph
+  does), with every kernel of the compiled step profiled (``torch.profiler``: GEMM / attention /
+  small);
+* ``sampler`` rows: vLLM V1's PyTorch sampling paths (``vllm/v1/sample/ops/topk_topp_sampler.py``,
   ``apply_top_k_top_p`` + ``random_sample``): top-p 0.9 at temperature 0.6 (the Llama-2
   checkpoints' generation config), plain random sampling (a checkpoint whose generation config sets
-  no top-p, e.g. CodeLlama's) and greedy, at batch 1-64 over a 32,000-token vocabulary (and top-p
-  over Llama-3's 128,256), graph-replayed (GPU time) and eager (launch bound);
-* ``compiled_step`` (if the budget allows): the same step with the elementwise ops fused by
-  ``torch.compile`` (what vLLM's compiled graph does), graph-replayed.
+  no top-p) and greedy, at batch 1-64 over a 32,000-token vocabulary (and top-p over Llama-3's
+  128,256), graph-replayed (GPU time) and eager.
 
-    python benchmarks/decode_step_gpu.py --out decode_step.json            # GPU, ~60 s
+    python benchmarks/decode_step_gpu.py --out decode_step.json                  # GPU, ~60-90 s
     python benchmarks/decode_step_gpu.py --device cpu --tiny --out /tmp/d.json   # CPU check
 
-Decides hypothesis (a) vs GPU-side time for the BLIS Llama-2-7B TP1 TPOT miss (-14 %): whether the
-missing ~1.1 ms a step is GPU work (gaps between dependent kernels, the sampler) that asynchronous
-scheduling cannot hide, and how much of it.
+Decides whether the BLIS Llama-2-7B TP1 TPOT miss (-14 %, ~1 ms a step) is GPU work outside the
+per-op kernels that asynchronous scheduling cannot hide, and how it scales with the model (layers,
+shard) and the batch.
 """
 
 from __future__ import annotations
@@ -44,13 +43,13 @@ VOCAB = 32000
 TEMPERATURE, TOP_P = 0.6, 0.9
 
 
-def _shape(tiny: bool):
+def _shape(tiny: bool, model: str = "llama-2-7b"):
     if tiny:
         return SimpleNamespace(name="tiny", hidden_size=256, num_heads=4, num_kv_heads=4, head_dim=64,
                                ffn_size=512, num_layers=2, vocab_size=VOCAB)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from inferencegym.sim.presets import get_model
-    return get_model("llama-2-7b")
+    return get_model(model)
 
 
 def _sync(dev):
@@ -100,16 +99,20 @@ class Step:
     """One Llama decode step (RMSNorm, RoPE, attention over a contiguous KV cache, SwiGLU), TP 1,
     random weights; ``fused`` runs each layer's elementwise work through ``torch.compile``."""
 
-    def __init__(self, mp, dev: str, batch: int, context: int) -> None:
-        self.mp, self.dev, self.b, self.c = mp, dev, batch, context
+    def __init__(self, mp, dev: str, batch: int, context: int, tp: int = 1) -> None:
+        """``tp`` > 1: one GPU's shard (heads, KV heads, FFN and vocabulary divided; no all-reduce)."""
+        self.dev, self.b, self.c = dev, batch, context
+        self.mp = mp = SimpleNamespace(hidden_size=mp.hidden_size, num_heads=mp.num_heads // tp,
+                                       num_kv_heads=max(1, mp.num_kv_heads // tp), head_dim=mp.head_dim,
+                                       ffn_size=mp.ffn_size // tp, num_layers=mp.num_layers)
         h, nh, nkv, d, ffn = mp.hidden_size, mp.num_heads, mp.num_kv_heads, mp.head_dim, mp.ffn_size
         g = lambda *s: torch.randn(*s, device=dev, dtype=DT) * 0.02
-        self.emb, self.head = g(VOCAB, h), g(h, VOCAB)
+        self.emb, self.head = g(VOCAB // tp, h), g(h, VOCAB // tp)
         self.layers = [dict(qkv=g(h, (nh + 2 * nkv) * d), o=g(nh * d, h), up=g(h, 2 * ffn), down=g(ffn, h),
                             n1=torch.ones(h, device=dev, dtype=DT), n2=torch.ones(h, device=dev, dtype=DT))
                        for _ in range(mp.num_layers)]
         self.kv = [(g(batch, nkv, context + 1, d), g(batch, nkv, context + 1, d)) for _ in self.layers]
-        self.ids = torch.randint(0, VOCAB, (batch, 1), device=dev)
+        self.ids = torch.randint(0, VOCAB // tp, (batch, 1), device=dev)
         inv = 1.0 / (10000 ** (torch.arange(0, d // 2, device=dev, dtype=torch.float32) / (d // 2)))
         ang = torch.tensor([float(context)], device=dev)[:, None] * inv[None]
         self.cos, self.sin = ang.cos().to(DT), ang.sin().to(DT)
@@ -137,6 +140,25 @@ class Step:
         gt, up = (F.rms_norm(x, (x.shape[-1],), L["n2"], 1e-5) @ L["up"]).chunk(2, dim=-1)
         return x + (F.silu(gt) * up) @ L["down"]
 
+    def isolated_s(self, dev) -> dict:
+        """The per-op way (``benchmarks/gpu_profile.py``): each GEMM and the attention of one layer
+        timed alone (20 copies in one graph), times the layer count."""
+        mp, b, c, L = self.mp, self.b, self.c, self.layers[0]
+        x = torch.randn(b, mp.hidden_size, device=dev, dtype=DT)
+        a = torch.randn(b, mp.num_heads * mp.head_dim, device=dev, dtype=DT)
+        u = torch.randn(b, mp.ffn_size, device=dev, dtype=DT)
+        q = torch.randn(b, mp.num_heads, 1, mp.head_dim, device=dev, dtype=DT)
+        k, v = self.kv[0]
+        gqa = mp.num_kv_heads != mp.num_heads
+        ops = {"qkv": lambda: x @ L["qkv"], "o": lambda: a @ L["o"], "up": lambda: x @ L["up"],
+               "down": lambda: u @ L["down"],
+               "attention": lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)}
+        out = {}
+        for name, fn in ops.items():
+            run = _graph(lambda fn=fn: [fn() for _ in range(20)], dev)
+            out[name] = _time(run, dev, reps=7) / 20 * mp.num_layers
+        return out
+
     def __call__(self):
         x = self.emb[self.ids]
         for L, kv in zip(self.layers, self.kv):
@@ -146,7 +168,7 @@ class Step:
 
 def _kind(name: str) -> str:
     n = name.lower()
-    if any(s in n for s in ("gemm", "gemv", "cutlass", "sm90_xmma", "cublas", "matmul", "splitk")):
+    if any(s in n for s in ("gemm", "gemv", "cutlass", "sm90_xmma", "cublas", "matmul", "splitk", "nvjet")):
         return "gemm"
     if any(s in n for s in ("flash", "fmha", "attention", "attn", "sdpa", "efficient")):
         return "attention"
@@ -209,27 +231,15 @@ def sampler_fn(batch: int, dev: str, kind: str = "top_p", vocab: int = VOCAB):
     return {"top_p": top_p, "random": random, "greedy": greedy}[kind]
 
 
+SHAPES = (("llama-2-7b", 1, 12, 911), ("codellama-34b", 2, 22, 912), ("llama-2-70b", 4, 27, 913))
+"""(model, tensor-parallel shard, batch, context): the decode anchors of the three BLIS roleplay runs."""
+
+
 @torch.inference_mode()
-def measure(dev: str, tiny: bool, budget_s: float, points=((12, 911), (1, 911), (32, 911))) -> dict:
+def measure(dev: str, tiny: bool, budget_s: float, shapes=SHAPES) -> dict:
     t_start = time.perf_counter()
-    mp = _shape(tiny)
     res = {"info": {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
-                    "model": mp.name, "layers": mp.num_layers, "tiny": tiny}, "rows": []}
-    for b, c in points:
-        st = Step(mp, dev, b, c)
-        row = {"batch": b, "context": c, "graph_step_s": _time(_graph(st, dev), dev),
-               "eager_step_s": _time(st, dev, reps=5)}
-        if (b, c) == points[0]:
-            row["kernels"] = kernel_profile(st, dev)
-            parts = [row["kernels"][k] for k in ("gemm", "attention", "small")]
-            ksum, kn = sum(v["sum_s"] for v in parts), sum(v["kernels"] for v in parts)
-            row["kernel_sum_s"], row["kernel_count"] = ksum, kn
-            row["gap_per_kernel_s"] = (row["graph_step_s"] - ksum) / kn if kn else None
-        res["rows"].append(row)
-        print(json.dumps(row), flush=True)
-        del st
-        if dev == "cuda":
-            torch.cuda.empty_cache()
+                    "tiny": tiny}, "rows": []}
     for kind, vocab, batches in (("top_p", VOCAB, (1, 12, 27, 64)), ("random", VOCAB, (12, 27)),
                                  ("greedy", VOCAB, (12,)), ("top_p", 128256, (1, 12))):
         for b in batches:
@@ -237,17 +247,26 @@ def measure(dev: str, tiny: bool, budget_s: float, points=((12, 911), (1, 911), 
             res["rows"].append({"op": "sampler", "kind": kind, "vocab": vocab, "batch": b,
                                 "graph_s": _time(_graph(fn, dev), dev), "eager_s": _time(fn, dev)})
             print(json.dumps(res["rows"][-1]), flush=True)
-    if time.perf_counter() - t_start < budget_s * 0.5:
+    for model, tp, b, c in shapes:
+        if time.perf_counter() - t_start > budget_s * 0.6:
+            res["rows"].append({"op": "shape", "model": model, "tp": tp, "skipped": "time budget"})
+            continue
+        mp = _shape(tiny, model)
+        st = Step(mp, dev, b, c, tp=(1 if tiny else tp))
+        row = {"op": "shape", "model": model, "tp": tp, "batch": b, "context": c, "layers": st.mp.num_layers,
+               "isolated_s": st.isolated_s(dev), "graph_step_s": _time(_graph(st, dev), dev)}
         try:
-            b, c = points[0]
-            st = Step(mp, dev, b, c)
             st.compile()
-            row = {"op": "compiled_step", "batch": b, "context": c, "graph_step_s": _time(_graph(st, dev), dev)}
+            row["compiled_step_s"] = _time(_graph(st, dev), dev)
             row["kernels"] = kernel_profile(st, dev)
-            res["rows"].append(row)
-            print(json.dumps(row), flush=True)
         except Exception as e:  # the compile path is optional: record why it did not run
-            res["rows"].append({"op": "compiled_step", "error": f"{type(e).__name__}: {e}"[:300]})
+            row["compile_error"] = f"{type(e).__name__}: {e}"[:300]
+        res["rows"].append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "kernels"}), flush=True)
+        del st
+        torch._dynamo.reset()
+        if dev == "cuda":
+            torch.cuda.empty_cache()
     res["info"]["wall_s"] = time.perf_counter() - t_start
     return res
 
@@ -257,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--tiny", action="store_true", help="a 2-layer toy shape (CPU check)")
-    ap.add_argument("--budget-s", type=float, default=80.0, help="skip the compiled step past half of this")
+    ap.add_argument("--budget-s", type=float, default=80.0, help="start no new shape past 60 %% of this")
     a = ap.parse_args(argv)
     if a.device == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda needs a CUDA GPU; use --device cpu --tiny for a CPU check", file=sys.stderr)
