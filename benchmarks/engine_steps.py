@@ -2,6 +2,7 @@
 
     python benchmarks/engine_steps.py [--profile vllm-v1]                 # step counts, every run
     python benchmarks/engine_steps.py --training-dir PATH                 # + held-out 7B stages, E2E shape
+    python benchmarks/engine_steps.py --fit-frontend                      # the V1 API-server constant
 
 1. **Step counts** (every run). The fork of vLLM v0.15 that served the BLIS runs traced each engine
    step with probability 0.1 (``--step-tracing-sample-rate``; "Step sampling = 10% probabilistic",
@@ -113,6 +114,29 @@ def e2e_shape(ref: Path, training: Path, profile: str) -> list[dict]:
     return rows
 
 
+def fit_frontend(ref: Path, grid_ms=np.arange(0.0, 15.01, 0.5)) -> dict:
+    """``VLLM_V1_FRONTEND_S`` as it is fitted: the least-squares constant (relative errors, 0.5 ms
+    grid) over the eight vLLM-V1 serving TTFT points, every other figure fixed: the five unsaturated
+    BLIS runs (means) and DigitalOcean's three vLLM 0.14.1 H200 points (medians). TTFT is the engine's
+    time plus the front end, so each point's engine part is its simulated TTFT less today's constant."""
+    from engine_validation import simulate as blis_simulate
+    from vllm_published import ROWS, simulate as pub_simulate
+
+    from inferencegym.sim.execution_params import engine_params
+    f0 = engine_params("vllm-v1").frontend_s
+    pts = [(run.name, run.ttft_ms, blis_simulate(run, "vllm-v1")["ttft_ms"]) for run in load_runs(ref)
+           if run.workload != "general"]
+    pts += [(f"{r.source} {r.rate_rps:g} req/s", r.ttft_ms, pub_simulate(r, "vllm-v1")["ttft_ms"])
+            for r in ROWS if r.source == "do-vllm0141"]
+    meas = np.array([m for _, m, _ in pts])
+    engine = np.array([x for _, _, x in pts]) - 1e3 * f0
+    sse = [float(np.sum(((engine + g) / meas - 1.0) ** 2)) for g in grid_ms]
+    best = float(grid_ms[int(np.argmin(sse))])
+    return {"frontend_ms": best, "points": [{"point": n, "ttft_ms_measured": m, "ttft_ms_simulated": e + best,
+                                             "err_pct": 100 * ((e + best) / m - 1)}
+                                            for (n, m, _), e in zip(pts, engine)]}
+
+
 def _table(rows: list[dict]) -> str:
     keys = list(rows[0])
     fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)
@@ -126,7 +150,14 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="vllm-v1")
     ap.add_argument("--training-dir", type=Path, default=None,
                     help="a checkout of inference-sim/training (held-out 7B stages, E2E percentiles)")
+    ap.add_argument("--fit-frontend", action="store_true",
+                    help="only the least-squares API-server constant (VLLM_V1_FRONTEND_S) and its points")
     a = ap.parse_args(argv)
+    if a.fit_frontend:
+        fit = fit_frontend(a.reference_dir)
+        print(f"frontend_s = {fit['frontend_ms']:.1f} ms")
+        print(_table(fit["points"]))
+        return 0
     if a.training_dir is not None and not (a.training_dir / "default_args").is_dir():
         ap.error(f"--training-dir {a.training_dir} has no default_args/ (expected a checkout of "
                  "inference-sim/training)")

@@ -123,6 +123,12 @@ class EngineParams:
     """Per iteration: GPU time outside the profiled model kernels (the sampler's kernels over the
     vocabulary, the input-preparation copies and index kernels of each step). It runs on the GPU's
     stream, so asynchronous scheduling cannot hide it: it adds to the kernel time in both modes."""
+    sampler_s_per_logit: float = 0.0
+    """GPU seconds per sequence and vocabulary entry of the sampler that runs after every forward
+    pass (vLLM V1's PyTorch top-p path sorts each sequence's logits, then softmax, cumsum, mask,
+    scatter, softmax and ``probs / Exp(1)`` argmax over the vocabulary; every sequence of the
+    iteration is sampled, every tensor-parallel rank samples the gathered logits). Its part that
+    does not grow with the batch is in ``gpu_fixed_s``. GPU work: never hidden."""
     gpu_per_layer_s: float = 0.0
     """Per layer and iteration: GPU time between a layer's dependent kernels when the whole step runs
     as one CUDA graph (each kernel waits for the previous one to drain and the next to be scheduled),
@@ -269,6 +275,7 @@ def engine_params(profile: str) -> EngineParams:
         v1 = EngineParams.from_dict({**cal["vllm-v1"], **cal.get("vllm-v0", {})})
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
                                    gpu_fixed_s=0.0, gpu_per_layer_s=0.0, allreduce_latency_tp_s=(),
+                                   sampler_s_per_logit=0.0,
                                    api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
                                    spec_batch_expansion=True, spec_chunked_prefill=False,
                                    ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),

@@ -33,12 +33,14 @@ def test_async_step_is_the_longer_of_kernels_and_cpu_and_stays_affine():
     m = ExecutionModel.from_preset(model="llama-2-7b", gpu="h100-80gb")
     k = m._replace(engine_overhead=False)  # its own kernels (kernel-only keeps H100's 2024 GEMMs)
     sync = m._replace(engine=m.engine.synchronous())
-    cpu = m.engine.fixed_s + m.engine.per_seq_s * 32
+    e = m.engine
+    cpu = e.fixed_s + e.per_seq_s * 32
+    gpu = e.gpu_fixed_s + 32 * e.gpu_per_layer_s + e.sampler_s_per_logit * 32000 * 32  # never hidden
     a, b = m.decode_coeffs(32)
     ka, kb = k.decode_coeffs(32)
-    assert a == pytest.approx(max(ka, cpu)) and b == kb  # 32 is a capture size: same kernels
+    assert a == pytest.approx(max(ka + gpu, cpu)) and b == kb  # 32 is a capture size: same kernels
     sa, _ = sync.decode_coeffs(32)
-    assert sa == pytest.approx(ka + cpu)
+    assert sa == pytest.approx(ka + gpu + cpu)
     assert m.iteration_time_s((), 32, 32 * 700) == a + b * 32 * 700  # closed-form runs stay exact
     # an engine whose CPU work outlasts the kernels is CPU-bound
     slow = m._replace(engine=dataclasses.replace(m.engine, fixed_s=1.0))
