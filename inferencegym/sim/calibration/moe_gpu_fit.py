@@ -42,6 +42,9 @@ from inferencegym.sim.calibration.moe_fit import CHECK_ROWS_H100_FP8, _gemma_moe
 
 MOE_PROFILE = Path(__file__).resolve().parents[2] / "data" / "moe_profiles" / "h100-80gb.json"
 MOE_PROFILE_H200 = MOE_PROFILE.with_name("h200-141gb.json")
+TRITON_MEASURED = {g: MOE_PROFILE.with_name(f"triton-{g}.json") for g in ("h100-80gb", "h200-141gb")}
+"""``benchmarks/gpu_triton_moe.py`` on a lent H100 and H200 (2026-11-26): a vLLM-style Triton fused MoE with
+vLLM's tuned H200 tile configs, per part, beside CUTLASS on the same rows."""
 GPU = "h100-80gb"
 FIT_MIN_TOKENS = 1024
 """Rows at or above this many tokens are compute-bound for every measured shape (the fit rows)."""
@@ -227,6 +230,33 @@ def report(d: dict | None = None) -> dict:
             "device": d["info"]["device"]}
 
 
+def triton_measured(gpu: str = "h200-141gb", path: Path | None = None) -> list[dict]:
+    """The measured Triton rows of ``gpu`` beside the model: per shape and token count the two
+    grouped GEMMs (``gemm_us``), the whole measured path less its PyTorch-op sort (``experts_us``:
+    GEMMs + SiLU*mul + top-k sum, as vLLM's fused kernels do them but unfused here), CUTLASS on the
+    same rows, and the modelled GEMMs at the committed ``triton`` figures (``model_gemm_us``)."""
+    from inferencegym.sim.calibration.moe_fit import _layer
+    from inferencegym.sim.moe import MOE_KERNEL_COMPUTE_EFFICIENCY
+
+    d = load(path or TRITON_MEASURED[gpu])
+    t: dict = {}
+    for r in d["rows"]:
+        if r.get("kernel") in ("triton", "cutlass") and "time_s" in r:
+            t.setdefault((r["shape"], r["n_tokens"]), {})[(r["kernel"], r["part"])] = 1e6 * r["time_s"]
+    out = []
+    for (shape, n), v in sorted(t.items()):
+        m = _layer(shape_models()[shape], gpu, "fp16").retuned(
+            grouped_compute_efficiency=MOE_KERNEL_COMPUTE_EFFICIENCY["triton"])
+        pairs, active = n * m.k, m.experts_gpu * (1.0 - (1.0 - m.k / m.E) ** n)
+        e, k, f = m.E, shape_models()[shape].hidden_size, shape_models()[shape].moe_ffn_size
+        gemm = v[("triton", "gemm1")] + v[("triton", "gemm2")]
+        out.append({"shape": shape, "n_tokens": n, "gemm_us": gemm, "tflops": 6.0 * k * f * pairs / gemm / 1e6,
+                    "experts_us": gemm + v[("triton", "act")] + v[("triton", "reduce")],
+                    "cutlass_us": v[("cutlass", "experts")], "experts": e,
+                    "model_gemm_us": 1e6 * (m._gemm(m.up, pairs, active) + m._gemm(m.down, pairs, active))})
+    return out
+
+
 def _ape(a: float, b: float) -> float:
     return 100.0 * abs(a / b - 1.0)
 
@@ -256,6 +286,12 @@ def main() -> None:
           f"{median(x['measured'] for x in dense):.2f}x, modelled median {median(x['predicted'] for x in dense):.2f}x")
     for (shape, n), us in sorted(r["routing_us"].items()):
         print(f"routing in unfused PyTorch {shape:14s} {n:5d} tokens: {us:6.1f} us")
+    for g in TRITON_MEASURED:
+        for x in triton_measured(g):
+            if x["n_tokens"] >= 64:
+                print(f"triton measured {g[:4]} {x['shape']:18s} {x['n_tokens']:5d}: GEMMs {x['gemm_us']:7.1f} us "
+                      f"({x['tflops']:3.0f} TF/s), + act + sum {x['experts_us']:7.1f}, CUTLASS {x['cutlass_us']:7.1f}; "
+                      f"model GEMMs {x['model_gemm_us']:7.1f} ({x['model_gemm_us'] / x['gemm_us'] - 1:+.0%})")
 
 
 if __name__ == "__main__":
