@@ -340,7 +340,8 @@ def _cost(model: str, gpu: str, quant: str, ep: int, reqs_seed: int) -> float:
 
 
 def speed() -> None:
-    pairs = [(("qwen3-30b-a3b", "h100-80gb", "fp16", 1), ("llama-3.2-1b", "h100-80gb", "fp16", 1)),
+    pairs = [(("qwen3-30b-a3b", "h100-80gb", "fp16", 1), ("llama-3.2-3b", "h100-80gb", "fp16", 1)),
+             (("qwen3-30b-a3b", "h100-80gb", "fp16", 1), ("llama-3.2-1b", "h100-80gb", "fp16", 1)),
              (("gpt-oss-120b", "h100-80gb", "mxfp4", 1), ("llama-2-7b", "h100-80gb", "fp16", 1)),
              (("deepseek-v3", "h200-141gb", "fp8", 8), ("codellama-34b", "h200-141gb", "fp16", 1))]
     print(_row("MoE preset", "dense preset (nearest size to its active parameters)", "MoE us/request",

@@ -344,6 +344,12 @@ _MODELS: dict[str, ModelPreset] = {
     "llama-3.2-1b": ModelPreset(
         name="llama-3.2-1b", num_layers=16, hidden_size=2048, num_heads=32, num_kv_heads=8,
         ffn_size=8192, vocab_size=128256, tied_embeddings=True, hf_id="meta-llama/Llama-3.2-1B"),
+    # meta-llama/Llama-3.2-3B config.json: 28 layers, hidden 3,072, 24 heads, 8 KV heads (head_dim 128),
+    # intermediate 8,192, vocabulary 128,256, tied embeddings: 3.21B parameters, the dense model of
+    # Qwen3-30B-A3B's active size (3.3B; the MoE speed budget's comparator).
+    "llama-3.2-3b": ModelPreset(
+        name="llama-3.2-3b", num_layers=28, hidden_size=3072, num_heads=24, num_kv_heads=8,
+        ffn_size=8192, vocab_size=128256, tied_embeddings=True, hf_id="meta-llama/Llama-3.2-3B"),
     # Used to fit the engine overhead on SplitwiseSim's measured times (not a Llama: plain GELU MLP,
     # ALiBi, MHA). bigscience/bloom config: 70 layers, 14336 hidden, 112 heads, vocab 250880.
     "bloom-176b": ModelPreset(
