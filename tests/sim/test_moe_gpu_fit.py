@@ -107,3 +107,15 @@ def test_measured_triton_moe_reproduces_vllm_and_the_narrow_tp2_shard_is_not_slo
         assert rows["qwen3-30b-a3b-tp2", n]["model_gemm_us"] > 1.2 * rows["qwen3-30b-a3b-tp2", n]["gemm_us"]
     # Triton beats CUTLASS at every compute-bound row of the three shapes
     assert all(x["gemm_us"] < x["cutlass_us"] for x in rows.values() if x["n_tokens"] >= 1024)
+
+
+def test_the_triton_kernels_rising_efficiency_is_the_fill_of_its_128_row_tiles():
+    """Compute-bound Triton rows (2,048-16,384 tokens, BLOCK_SIZE_M 128): throughput / tile fill is
+    one peak per shape within 10 %: the rise with tokens is the padding of each expert's rows."""
+    assert G.tile_fill(128 * 10000, 128, 128) > 0.98 and 0.45 < G.tile_fill(1024 * 8, 128, 128) < 0.55
+    rows = G.triton_measured("h200-141gb")
+    for shape in ("qwen3-30b-a3b", "qwen3-30b-a3b-tp2", "pr44818"):
+        xs = [x for x in rows if x["shape"] == shape and x["n_tokens"] >= 2048]
+        assert all(x["block_m"] == 128 for x in xs)
+        peaks = [x["tflops"] / x["tile_fill"] for x in xs]
+        assert max(peaks) / min(peaks) < 1.10, (shape, peaks)

@@ -230,19 +230,34 @@ def report(d: dict | None = None) -> dict:
             "device": d["info"]["device"]}
 
 
+def tile_fill(pairs: int, experts: int, block_m: int) -> float:
+    """Useful over computed rows of a grouped GEMM whose experts' rows are padded to ``block_m``
+    (vLLM's ``moe_align_block_size``): ``pairs`` token-expert pairs spread uniformly over ``experts``
+    (each expert's count binomial), ``E[rows] / (block_m * E[ceil(rows / block_m)])``."""
+    from scipy.stats import binom
+
+    p = 1.0 / experts
+    tiles = sum(float(binom.sf(j * block_m, pairs, p)) for j in range(pairs // block_m + 2))
+    return pairs * p / (block_m * tiles)
+
+
 def triton_measured(gpu: str = "h200-141gb", path: Path | None = None) -> list[dict]:
     """The measured Triton rows of ``gpu`` beside the model: per shape and token count the two
     grouped GEMMs (``gemm_us``), the whole measured path less its PyTorch-op sort (``experts_us``:
     GEMMs + SiLU*mul + top-k sum, as vLLM's fused kernels do them but unfused here), CUTLASS on the
-    same rows, and the modelled GEMMs at the committed ``triton`` figures (``model_gemm_us``)."""
+    same rows, the modelled GEMMs at the committed ``triton`` figures (``model_gemm_us``) and the
+    tuned config's ``block_m`` with the :func:`tile_fill` it implies."""
     from inferencegym.sim.calibration.moe_fit import _layer
     from inferencegym.sim.moe import MOE_KERNEL_COMPUTE_EFFICIENCY
 
     d = load(path or TRITON_MEASURED[gpu])
     t: dict = {}
+    bm: dict = {}
     for r in d["rows"]:
         if r.get("kernel") in ("triton", "cutlass") and "time_s" in r:
             t.setdefault((r["shape"], r["n_tokens"]), {})[(r["kernel"], r["part"])] = 1e6 * r["time_s"]
+            if r["kernel"] == "triton":
+                bm[r["shape"], r["n_tokens"]] = r["config"]["BLOCK_SIZE_M"]
     out = []
     for (shape, n), v in sorted(t.items()):
         m = _layer(shape_models()[shape], gpu, "fp16").retuned(
@@ -252,7 +267,8 @@ def triton_measured(gpu: str = "h200-141gb", path: Path | None = None) -> list[d
         gemm = v[("triton", "gemm1")] + v[("triton", "gemm2")]
         out.append({"shape": shape, "n_tokens": n, "gemm_us": gemm, "tflops": 6.0 * k * f * pairs / gemm / 1e6,
                     "experts_us": gemm + v[("triton", "act")] + v[("triton", "reduce")],
-                    "cutlass_us": v[("cutlass", "experts")], "experts": e,
+                    "cutlass_us": v[("cutlass", "experts")], "experts": e, "block_m": bm[shape, n],
+                    "tile_fill": tile_fill(n * m.k, e, bm[shape, n]),
                     "model_gemm_us": 1e6 * (m._gemm(m.up, pairs, active) + m._gemm(m.down, pairs, active))})
     return out
 
@@ -291,7 +307,8 @@ def main() -> None:
             if x["n_tokens"] >= 64:
                 print(f"triton measured {g[:4]} {x['shape']:18s} {x['n_tokens']:5d}: GEMMs {x['gemm_us']:7.1f} us "
                       f"({x['tflops']:3.0f} TF/s), + act + sum {x['experts_us']:7.1f}, CUTLASS {x['cutlass_us']:7.1f}; "
-                      f"model GEMMs {x['model_gemm_us']:7.1f} ({x['model_gemm_us'] / x['gemm_us'] - 1:+.0%})")
+                      f"model GEMMs {x['model_gemm_us']:7.1f} ({x['model_gemm_us'] / x['gemm_us'] - 1:+.0%}); "
+                      f"tile fill {x['tile_fill']:.2f} (BLOCK_M {x['block_m']})")
 
 
 if __name__ == "__main__":
