@@ -1,6 +1,6 @@
 """Time a vLLM-style Triton fused MoE (``triton_moe_kernel.py``) beside CUTLASS grouped GEMMs on one GPU.
 
-    python benchmarks/gpu_triton_moe.py --out triton_moe.json            # on a CUDA GPU (~60 s)
+    python benchmarks/gpu_triton_moe.py --out triton_moe.json            # on a CUDA GPU (~40 s)
     TRITON_INTERPRET=1 python benchmarks/gpu_triton_moe.py --device cpu --tiny --out /tmp/t.json
 
 Decides where the Qwen3-30B-A3B H200 TP2 offline miss (+41 %, vLLM PR #44220, Triton MoE) comes

@@ -22,7 +22,8 @@ kernel family on a GPU without vLLM installed):
 Tile configurations (``BLOCK_SIZE_*``, ``GROUP_SIZE_M``, ``num_warps``, ``num_stages``) are vLLM's
 tuned ones for the shape and GPU (``fused_moe/configs/E=128,N=...,device_name=NVIDIA_H200.json``),
 picked as vLLM picks them: the entry whose batch key is nearest to the token count.
-Runs under ``TRITON_INTERPRET=1`` on a CPU (tests compare it with a per-token loop).
+Runs under ``TRITON_INTERPRET=1`` on a CPU in FP16 (the interpreter mishandles BF16); the ``check`` row
+of ``gpu_triton_moe.py`` compares it with a per-token loop (:func:`reference`).
 """
 
 from __future__ import annotations
