@@ -74,9 +74,14 @@ class RunLedger:
 
 
 def _mean(xs: list) -> float:
-    """``float(np.mean(xs))``; one value (one replica) is returned as numpy returns it (x / 1)."""
-    if len(xs) == 1:
+    """``float(np.mean(xs))``; one value (one replica) is returned as numpy returns it (x / 1), and
+    fewer than 8 values are summed in order as numpy's pairwise sum does below its 8-wide blocks
+    (bit-equal, ``tests/sim/test_sim_hot_path.py``) without its reduction set-up."""
+    n = len(xs)
+    if n == 1:
         return xs[0] / 1.0
+    if 1 < n < 8:
+        return sum(xs) / n
     return float(np.mean(xs))
 
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -71,3 +72,49 @@ def test_window_mean_of_one_replica_is_numpys():
     for _ in range(1000):
         xs = rng.random(int(rng.integers(1, 5))).tolist()
         assert _mean(xs) == float(np.mean(xs))
+
+
+def test_window_mean_of_a_few_replicas_is_numpys_bit_for_bit():
+    """Below numpy's 8-wide pairwise blocks the in-order sum is numpy's: any length 1..12, values
+    of every magnitude (the short path is taken for 2..7 values, numpy for the rest)."""
+    from inferencegym.sim.window_metrics import _mean
+
+    rng = np.random.default_rng(11)
+    for _ in range(20_000):
+        n = int(rng.integers(1, 13))
+        xs = (rng.random(n) * rng.choice([1e-6, 1.0, 1e3, 1e12])).tolist()
+        assert _mean(xs) == float(np.mean(xs)), xs
+
+
+def test_knob_diff_skips_configs_already_in_force_and_no_other():
+    """``changed_configs`` skips building a config when every knob is already in force with the
+    same type; its answer equals the full diff (replace every config, keep those that differ) for
+    equal knobs, changed knobs, equal values of another type and bad values (the same error)."""
+    import dataclasses
+
+    from inferencegym.sim.config import ReplicaConfig
+    from inferencegym.sim.knobs import changed_configs
+    from inferencegym.sim.names import check_replica_names
+
+    def full_diff(current, knobs):
+        out = []
+        for i, cur in current:
+            new = dataclasses.replace(cur, **knobs)
+            check_replica_names(new)
+            out.append((i, cur, new))
+        return [(i, c, n) for i, c, n in out if n != c]
+
+    cur = [(0, ReplicaConfig(batch_cap=64)), (1, ReplicaConfig(batch_cap=128, speculation_depth=2))]
+    cases = [{}, {"batch_cap": 64}, {"batch_cap": 128, "speculation_depth": 2}, {"batch_cap": 64.0},
+             {"kv_budget_fraction": 0.9}, {"kv_budget_fraction": 0.5}, {"scheduler": "sarathi"},
+             {"batch_cap": 64, "kv_budget_fraction": 0.9, "speculation_depth": 0, "quantization": "fp16"},
+             {"batch_cap": -1}, {"scheduler": "nope"}]
+    for knobs in cases:
+        try:
+            want = full_diff(cur, knobs)
+        except ValueError as e:
+            with pytest.raises(ValueError, match=re.escape(str(e))):
+                changed_configs(cur, knobs)
+            continue
+        got = changed_configs(cur, knobs)
+        assert [(i, c, n) for i, c, n in got] == want, knobs
