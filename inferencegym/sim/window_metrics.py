@@ -17,6 +17,7 @@ import numpy as np
 
 from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pct, pdict, weighted_arith_percentiles
 from .slo import meets_slo
+from .tbt_small import small_mean, small_percentiles
 
 if TYPE_CHECKING:
     from .config import TenantSpec
@@ -136,8 +137,15 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             alloc += r.kv_blocks * rep.kv.block_size
             used_tok += r.kv_tokens
     first = [r for rep in replicas for r in rep.win.first]
-    tbt_arrays = tbt.arrays()
-    tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
+    # a small window's figures in plain Python (bit for bit numpy's, ``tbt_small.py``), else numpy
+    tbt_p = small_percentiles(tbt.d0, tbt.step, tbt.n, tbt.w, (50, 90, 99))
+    tbt_mean = small_mean(tbt.d0, tbt.step, tbt.n, tbt.w)
+    if tbt_p is None or tbt_mean is None:
+        tbt_arrays = tbt.arrays()
+        if tbt_p is None:
+            tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
+        if tbt_mean is None:
+            tbt_mean = _arith_mean(*tbt_arrays)
     done = ledger.win_done
     slo_ok = ledger.win_ok
     tstats = {}
@@ -167,7 +175,7 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
         e2e_s=pdict(pct([r.completion_s - r.arrival_s for r in done])),
         tpot_s=pdict(pct([r.tpot_s for r in done if r.output_tokens > 1])),
         queueing_delay_s=pdict(pct([r.first_scheduled_s - r.arrival_s for r in first])),
-        tbt_mean_s=_arith_mean(*tbt_arrays),
+        tbt_mean_s=tbt_mean,
         throughput_tok_s=tokens / dur if dur > 0 else 0.0,
         throughput_req_s=len(done) / dur if dur > 0 else 0.0,
         goodput_req_s=sum(slo_ok) / dur if dur > 0 else 0.0,

@@ -118,3 +118,45 @@ def test_knob_diff_skips_configs_already_in_force_and_no_other():
             continue
         got = changed_configs(cur, knobs)
         assert [(i, c, n) for i, c, n in got] == want, knobs
+
+
+def _random_records(rng, n_rec):
+    d0 = [float(x) for x in rng.choice([0.01, 0.02, 0.025], n_rec) + rng.random(n_rec) * rng.choice([0.0, 1e-3])]
+    step = [float(x) for x in rng.choice([0.0, 1e-5, 3e-6], n_rec)]
+    n = [int(x) for x in rng.integers(1, 20, n_rec)]
+    w = [x if rng.random() < 0.5 else float(x) for x in rng.integers(1, 9, n_rec).tolist()]
+    return d0, step, n, w
+
+
+def test_small_window_tbt_figures_are_numpys_bit_for_bit():
+    """The plain-Python TBT percentiles and mean of small windows (``sim/tbt_small.py``) equal
+    numpy's expansion path and ``_arith_mean`` exactly, ties and int weights included; outside
+    their range they decline (None) and numpy decides."""
+    from inferencegym.sim.metrics import TBTRecorder
+    from inferencegym.sim.tbt_small import MAX_VALUES, small_mean, small_percentiles
+    from inferencegym.sim.window_metrics import _arith_mean
+
+    rng = np.random.default_rng(5)
+    qs = (50, 90, 99)
+    used_p = used_m = 0
+    for _ in range(4000):
+        d0, step, n, w = _random_records(rng, int(rng.integers(1, 10)))
+        rec = TBTRecorder()
+        for x in zip(d0, step, n, w):
+            rec.add(*x)
+        arrays = rec.arrays()
+        p = small_percentiles(rec.d0, rec.step, rec.n, rec.w, qs)
+        if sum(n) > MAX_VALUES:
+            assert p is None
+        else:
+            used_p += 1
+            assert p == weighted_arith_percentiles(*arrays, qs), (d0, step, n, w)
+        m = small_mean(rec.d0, rec.step, rec.n, rec.w)
+        if len(d0) >= 8:
+            assert m is None
+        else:
+            used_m += 1
+            assert m == _arith_mean(*arrays), (d0, step, n, w)
+    assert used_p > 1000 and used_m > 1000
+    assert small_percentiles([0.1, float("nan")], [0.0, 0.0], [1, 1], [1, 1], qs) is None
+    assert small_percentiles([], [], [], [], qs) is None and small_mean([], [], [], []) is None
