@@ -189,7 +189,7 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
         output_tokens=tokens, gpu_seconds=gpu_s, cost_usd=cost,
         cost_per_1k_tokens=cost / (tokens / 1000.0) if tokens else math.nan,
         spec_acceptance_rate=acc / prop if prop else math.nan,
-        quality_delta=qsum / tokens if tokens else float(np.mean([r.quality for r in replicas])),
+        quality_delta=qsum / tokens if tokens else _mean([r.quality for r in replicas]),
         prefix_hit_rate=hit_tok / q_tok if q_tok else math.nan,
         prefix_cached_tokens=hit_tok,
         prefix_cache_occupancy=_mean(cache_occ),

@@ -160,3 +160,4 @@ def test_small_window_tbt_figures_are_numpys_bit_for_bit():
     assert used_p > 1000 and used_m > 1000
     assert small_percentiles([0.1, float("nan")], [0.0, 0.0], [1, 1], [1, 1], qs) is None
     assert small_percentiles([], [], [], [], qs) is None and small_mean([], [], [], []) is None
+
