@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 
-
 def test_router_feature_clip_before_float32_rounding_is_the_clip_after():
     """``envs/cluster_features.RouterFeatures.replicas`` clips the float64 values to +-100 and then
     rounds to float32; the vectorised form rounded first and clipped after: equal for values
