@@ -148,32 +148,39 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             tbt_mean = _arith_mean(*tbt_arrays)
     done = ledger.win_done
     slo_ok = ledger.win_ok
+    ttft_p = pct([r.first_token_s - r.arrival_s for r in first])
+    e2e_p = pct([r.completion_s - r.arrival_s for r in done])
+    tpot_p = pct([r.tpot_s for r in done if r.output_tokens > 1])
     tstats = {}
     for ti, ts in enumerate(tenants):
-        fd = [r for r in first if r.tenant == ti]
-        dd = [r for r in done if r.tenant == ti]
-        ok = [k for r, k in zip(done, slo_ok) if r.tenant == ti]
-        if len(tenants) == 1:
-            ttb_p = tbt_p
+        if len(tenants) == 1:  # every request is tenant 0's: the window's own figures
+            n_done, ok, t_ttft, t_tpot, t_e2e, ttb_p = len(done), slo_ok, ttft_p, tpot_p, e2e_p, tbt_p
         else:
+            fd = [r for r in first if r.tenant == ti]
+            dd = [r for r in done if r.tenant == ti]
+            ok = [k for r, k in zip(done, slo_ok) if r.tenant == ti]
+            n_done = len(dd)
+            t_ttft = pct([r.first_token_s - r.arrival_s for r in fd])
+            t_tpot = pct([r.tpot_s for r in dd if r.output_tokens > 1])
+            t_e2e = pct([r.completion_s - r.arrival_s for r in dd])
             ttb = TBTRecorder()
             for rep in replicas:
                 ttb.extend(rep.win.ttbt[ti])
             ttb_p = ttb.percentiles()
         tstats[ts.name] = TenantWindowStats(
-            name=ts.name, completions=len(dd),
-            ttft_s=pdict(pct([r.first_token_s - r.arrival_s for r in fd])),
+            name=ts.name, completions=n_done,
+            ttft_s=pdict(t_ttft),
             tbt_s=pdict(ttb_p),
-            tpot_s=pdict(pct([r.tpot_s for r in dd if r.output_tokens > 1])),
-            e2e_s=pdict(pct([r.completion_s - r.arrival_s for r in dd])),
+            tpot_s=pdict(t_tpot),
+            e2e_s=pdict(t_e2e),
             slo_attainment=(sum(ok) / len(ok)) if ok else math.nan)
     return WindowStats(
         start_s=start, end_s=now, arrivals=ledger.win_arrivals, completions=len(done),
         rejections=ledger.win_rejections, preemptions=preempt,
-        ttft_s=pdict(pct([r.first_token_s - r.arrival_s for r in first])),
+        ttft_s=pdict(ttft_p),
         tbt_s=pdict(tbt_p),
-        e2e_s=pdict(pct([r.completion_s - r.arrival_s for r in done])),
-        tpot_s=pdict(pct([r.tpot_s for r in done if r.output_tokens > 1])),
+        e2e_s=pdict(e2e_p),
+        tpot_s=pdict(tpot_p),
         queueing_delay_s=pdict(pct([r.first_scheduled_s - r.arrival_s for r in first])),
         tbt_mean_s=tbt_mean,
         throughput_tok_s=tokens / dur if dur > 0 else 0.0,
