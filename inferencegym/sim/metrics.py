@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .tbt_small import small_percentiles
+from .tbt_small import one_value_figures, small_percentiles
 
 NAN = math.nan
 
@@ -71,7 +71,10 @@ class TBTRecorder:
 
     def percentiles(self, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
         small = small_percentiles(self.d0, self.step, self.n, self.w, qs)  # (numpy's floats)
-        return small if small is not None else weighted_arith_percentiles(*self.arrays(), qs)
+        if small is not None:
+            return small
+        ov = one_value_figures(self.d0, self.step, self.n, self.w, qs)
+        return ov[0] if ov is not None else weighted_arith_percentiles(*self.arrays(), qs)
 
 
 class ReplicaWindow:

@@ -13,17 +13,29 @@ functions compute the same floats with the same operations in the same order, an
   anywhere (numpy sorts NaN last; Python's order is undefined) or over :data:`MAX_VALUES` values;
 * mean: fewer than 8 records, where numpy's pairwise sum is the in-order sum.
 
+A window of speculative steps holds hundreds of one-value records (``(gap / n, 0.0, 1, n)`` per
+sequence per step): :func:`one_value_figures` converts only their values and weights (not the
+constant step and count columns) and takes the sort path of ``weighted_arith_percentiles`` and the
+mean of ``_arith_mean`` with ``n = 1``, ``step = 0`` folded in (``d0 + 0.0 * ...`` is ``d0`` unless
+``d0`` is -0.0: declined, as any sign bit).
+
 ``tests/sim/test_sim_hot_path.py`` compares both with numpy on random record sets.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from itertools import accumulate
 from operator import itemgetter
 
+import numpy as np
+
 MAX_VALUES = 64
 """Expanded values up to which the plain-Python percentiles are used (numpy's set-up is cheaper above)."""
+
+EXPAND_MAX = 20_000
+"""``weighted_arith_percentiles``' default ``expand_max``: up to this many values it sorts them."""
 
 _first = itemgetter(0)
 
@@ -74,3 +86,25 @@ def small_mean(d0: list, step: list, n: list, w: list) -> float | None:
     if tw <= 0:
         return float("nan")
     return num / tw
+
+
+def one_value_figures(d0: list, step: list, n: list, w: list,
+                      qs: tuple[float, ...]) -> tuple[list[float], float] | None:
+    """(``weighted_arith_percentiles(*arrays, qs)``, ``_arith_mean(*arrays)``) when every record
+    is one value (count 1, step 0.0) and there are at most :data:`EXPAND_MAX`, or None."""
+    m = len(d0)
+    if not m or m > EXPAND_MAX or n.count(1) != m or step.count(0.0) != m:
+        return None
+    vals = np.asarray(d0, dtype=np.float64)
+    if np.signbit(vals).any():
+        return None  # (-0.0 + 0.0 is 0.0: leave it to the full path)
+    ws = np.asarray(w, dtype=np.float64)
+    order = np.argsort(vals, kind="stable")
+    cw = np.cumsum(ws[order])
+    idx = np.searchsorted(cw, cw[-1] * np.asarray(qs, dtype=np.float64) / 100.0, side="left")
+    last = m - 1
+    sv = vals[order]
+    pcts = [float(sv[i if i < last else last]) for i in idx.tolist()]
+    tw = ws.sum()  # (n * w).sum() with n = 1.0
+    mean = math.nan if tw <= 0 else float((ws * vals).sum() / tw)
+    return pcts, mean

@@ -17,7 +17,7 @@ import numpy as np
 
 from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pct, pdict, weighted_arith_percentiles
 from .slo import meets_slo
-from .tbt_small import small_mean, small_percentiles
+from .tbt_small import one_value_figures, small_mean, small_percentiles
 
 if TYPE_CHECKING:
     from .config import TenantSpec
@@ -141,11 +141,15 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
     tbt_p = small_percentiles(tbt.d0, tbt.step, tbt.n, tbt.w, (50, 90, 99))
     tbt_mean = small_mean(tbt.d0, tbt.step, tbt.n, tbt.w)
     if tbt_p is None or tbt_mean is None:
-        tbt_arrays = tbt.arrays()
+        ov = one_value_figures(tbt.d0, tbt.step, tbt.n, tbt.w, (50, 90, 99))
+        if ov is None:
+            tbt_arrays = tbt.arrays()
+            ov = (weighted_arith_percentiles(*tbt_arrays, (50, 90, 99)) if tbt_p is None else tbt_p,
+                  _arith_mean(*tbt_arrays) if tbt_mean is None else tbt_mean)
         if tbt_p is None:
-            tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
+            tbt_p = ov[0]
         if tbt_mean is None:
-            tbt_mean = _arith_mean(*tbt_arrays)
+            tbt_mean = ov[1]
     done = ledger.win_done
     slo_ok = ledger.win_ok
     ttft_p = pct([r.first_token_s - r.arrival_s for r in first])

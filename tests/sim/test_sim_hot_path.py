@@ -161,3 +161,30 @@ def test_small_window_tbt_figures_are_numpys_bit_for_bit():
     assert small_percentiles([0.1, float("nan")], [0.0, 0.0], [1, 1], [1, 1], qs) is None
     assert small_percentiles([], [], [], [], qs) is None and small_mean([], [], [], []) is None
 
+
+
+def test_one_value_window_figures_are_numpys_bit_for_bit():
+    """Windows of one-value records (speculative steps): ``one_value_figures`` gives the numpy
+    paths' percentiles and mean exactly (ties, int and float weights, zero gaps); it declines mixed
+    records and a -0.0 value."""
+    from inferencegym.sim.metrics import TBTRecorder
+    from inferencegym.sim.tbt_small import one_value_figures
+    from inferencegym.sim.window_metrics import _arith_mean
+
+    rng = np.random.default_rng(9)
+    qs = (50, 90, 99)
+    for _ in range(1500):
+        m = int(rng.integers(1, 400))
+        rec = TBTRecorder()
+        vals = rng.choice([0.0, 0.01, 0.02], m) + rng.random(m) * rng.choice([0.0, 1e-3])
+        for v, k in zip(vals.tolist(), rng.integers(1, 5, m).tolist()):
+            rec.d0.append(v)
+            rec.step.append(0.0)
+            rec.n.append(1)
+            rec.w.append(k if rng.random() < 0.5 else float(k))
+        got = one_value_figures(rec.d0, rec.step, rec.n, rec.w, qs)
+        arrays = rec.arrays()
+        assert got == (weighted_arith_percentiles(*arrays, qs), _arith_mean(*arrays))
+    assert one_value_figures([0.1, 0.2], [0.0, 1e-3], [1, 1], [1, 1], qs) is None
+    assert one_value_figures([0.1, 0.2], [0.0, 0.0], [1, 2], [1, 1], qs) is None
+    assert one_value_figures([-0.0, 0.2], [0.0, 0.0], [1, 1], [1, 1], qs) is None
