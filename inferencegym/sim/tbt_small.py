@@ -11,7 +11,10 @@ functions compute the same floats with the same operations in the same order, an
   "stable")``); the running weight sum in order (``cumsum`` is sequential); the first index whose
   running sum reaches ``total * q / 100`` (``searchsorted(side="left")``). Not taken with a NaN
   anywhere (numpy sorts NaN last; Python's order is undefined) or over :data:`MAX_VALUES` values;
-* mean: fewer than 8 records, where numpy's pairwise sum is the in-order sum.
+* mean: every product as numpy's elementwise ops, and both sums as numpy's float64 ``sum`` of a
+  contiguous array adds them (:func:`np_sum`: the identity 0.0 plus numpy's pairwise sum, in-order
+  below 8 values, eight interleaved partial sums up to 128, halves above); up to
+  :data:`MAX_MEAN_RECORDS` records.
 
 A window of speculative steps holds hundreds of one-value records (``(gap / n, 0.0, 1, n)`` per
 sequence per step): :func:`one_value_figures` converts only their values and weights (not the
@@ -33,6 +36,9 @@ import numpy as np
 
 MAX_VALUES = 64
 """Expanded values up to which the plain-Python percentiles are used (numpy's set-up is cheaper above)."""
+
+MAX_MEAN_RECORDS = 64
+"""Records up to which the plain-Python mean is used (~0.25 us a record; numpy's ~8 calls above)."""
 
 EXPAND_MAX = 20_000
 """``weighted_arith_percentiles``' default ``expand_max``: up to this many values it sorts them."""
@@ -72,20 +78,58 @@ def small_percentiles(d0: list, step: list, n: list, w: list, qs: tuple[float, .
     return out
 
 
+def _pairwise(a: list, lo: int, n: int) -> float:
+    """numpy's ``pairwise_sum`` of ``a[lo:lo + n]`` (``loops_utils.h``), in the same association."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3, r4, r5, r6, r7 = a[lo:lo + 8]
+        i = lo + 8
+        end = lo + n - (n % 8)
+        while i < end:
+            r0 += a[i]
+            r1 += a[i + 1]
+            r2 += a[i + 2]
+            r3 += a[i + 3]
+            r4 += a[i + 4]
+            r5 += a[i + 5]
+            r6 += a[i + 6]
+            r7 += a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < lo + n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, lo, n2) + _pairwise(a, lo + n2, n - n2)
+
+
+def np_sum(a: list) -> float:
+    """``float(np.asarray(a, np.float64).sum())`` for a list of floats: the reduction starts from
+    the identity 0.0 and adds the pairwise sum (so a sum of -0.0s is 0.0, as numpy gives)."""
+    return 0.0 + _pairwise(a, 0, len(a))
+
+
 def small_mean(d0: list, step: list, n: list, w: list) -> float | None:
-    """``window_metrics._arith_mean(*arrays)`` for fewer than 8 records, or None."""
-    if not d0 or len(d0) >= 8:
+    """``window_metrics._arith_mean(*arrays)`` for up to :data:`MAX_MEAN_RECORDS` records, or None."""
+    if not d0 or len(d0) > MAX_MEAN_RECORDS:
         return None
-    tw = 0.0
-    num = 0.0
+    nw = []
+    terms = []
     for a, s, k, c in zip(d0, step, n, w):
         k = float(k)
         c = float(c)
-        tw += k * c
-        num += c * (k * a + s * k * (k - 1) / 2)
+        nw.append(k * c)
+        terms.append(c * (k * a + s * k * (k - 1) / 2))
+    tw = np_sum(nw)
     if tw <= 0:
-        return float("nan")
-    return num / tw
+        return math.nan
+    return np_sum(terms) / tw
 
 
 def one_value_figures(d0: list, step: list, n: list, w: list,

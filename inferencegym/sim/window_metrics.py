@@ -137,19 +137,21 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             alloc += r.kv_blocks * rep.kv.block_size
             used_tok += r.kv_tokens
     first = [r for rep in replicas for r in rep.win.first]
-    # a small window's figures in plain Python (bit for bit numpy's, ``tbt_small.py``), else numpy
-    tbt_p = small_percentiles(tbt.d0, tbt.step, tbt.n, tbt.w, (50, 90, 99))
-    tbt_mean = small_mean(tbt.d0, tbt.step, tbt.n, tbt.w)
-    if tbt_p is None or tbt_mean is None:
-        ov = one_value_figures(tbt.d0, tbt.step, tbt.n, tbt.w, (50, 90, 99))
-        if ov is None:
+    # a small window's figures in plain Python, a window of one-value records (speculative steps)
+    # from its values and weights only (bit for bit numpy's, ``tbt_small.py``), else numpy
+    d0s, steps, ns, ws = tbt.d0, tbt.step, tbt.n, tbt.w
+    tbt_p = small_percentiles(d0s, steps, ns, ws, (50, 90, 99))
+    ov = None if tbt_p is not None else one_value_figures(d0s, steps, ns, ws, (50, 90, 99))
+    if ov is not None:
+        tbt_p, tbt_mean = ov
+    else:
+        tbt_mean = small_mean(d0s, steps, ns, ws)
+        if tbt_p is None or tbt_mean is None:
             tbt_arrays = tbt.arrays()
-            ov = (weighted_arith_percentiles(*tbt_arrays, (50, 90, 99)) if tbt_p is None else tbt_p,
-                  _arith_mean(*tbt_arrays) if tbt_mean is None else tbt_mean)
-        if tbt_p is None:
-            tbt_p = ov[0]
-        if tbt_mean is None:
-            tbt_mean = ov[1]
+            if tbt_p is None:
+                tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
+            if tbt_mean is None:
+                tbt_mean = _arith_mean(*tbt_arrays)
     done = ledger.win_done
     slo_ok = ledger.win_ok
     ttft_p = pct([r.first_token_s - r.arrival_s for r in first])

@@ -152,12 +152,16 @@ def test_small_window_tbt_figures_are_numpys_bit_for_bit():
             used_p += 1
             assert p == weighted_arith_percentiles(*arrays, qs), (d0, step, n, w)
         m = small_mean(rec.d0, rec.step, rec.n, rec.w)
-        if len(d0) >= 8:
-            assert m is None
-        else:
-            used_m += 1
-            assert m == _arith_mean(*arrays), (d0, step, n, w)
-    assert used_p > 1000 and used_m > 1000
+        used_m += 1
+        assert m == _arith_mean(*arrays), (d0, step, n, w)
+    assert used_p > 1000 and used_m == 4000
+    for n_rec in [8, 15, 16, 63, 64, 65] + rng.integers(8, 65, 300).tolist():  # (numpy's 8-wide blocks)
+        d0, step, n, w = _random_records(rng, n_rec)
+        rec = TBTRecorder()
+        for x in zip(d0, step, n, w):
+            rec.add(*x)
+        m = small_mean(rec.d0, rec.step, rec.n, rec.w)
+        assert m is None if n_rec > 64 else m == _arith_mean(*rec.arrays())
     assert small_percentiles([0.1, float("nan")], [0.0, 0.0], [1, 1], [1, 1], qs) is None
     assert small_percentiles([], [], [], [], qs) is None and small_mean([], [], [], []) is None
 
@@ -188,3 +192,25 @@ def test_one_value_window_figures_are_numpys_bit_for_bit():
     assert one_value_figures([0.1, 0.2], [0.0, 1e-3], [1, 1], [1, 1], qs) is None
     assert one_value_figures([0.1, 0.2], [0.0, 0.0], [1, 2], [1, 1], qs) is None
     assert one_value_figures([-0.0, 0.2], [0.0, 0.0], [1, 1], [1, 1], qs) is None
+
+
+def test_np_sum_is_numpys_float64_sum_bit_for_bit():
+    """``tbt_small.np_sum`` (numpy's pairwise summation, written out) equals ``ndarray.sum()`` for
+    lengths 0..700 (in-order below 8, eight partial sums to 128, halves above), magnitudes from
+    1e-3 to 1e15, signed zeros (a sum of -0.0s is 0.0), infinities and NaN."""
+    from inferencegym.sim.tbt_small import np_sum
+
+    rng = np.random.default_rng(1)
+    for t in range(6000):
+        n = int(rng.integers(0, 700))
+        a = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 1e6, 1e15], n)).tolist()
+        if t % 7 == 0 and n:
+            a[int(rng.integers(0, n))] = -0.0
+        if t % 11 == 0:
+            a = [-0.0] * n
+        if t % 13 == 0 and n > 2:
+            a[1], a[2] = float("inf"), (float("-inf") if t % 2 else 5.0)
+        with np.errstate(invalid="ignore"):
+            want = float(np.asarray(a, np.float64).sum())
+        got = np_sum(a)
+        assert (got == want and np.signbit(got) == np.signbit(want)) or (got != got and want != want), (n, t)
