@@ -214,3 +214,18 @@ def test_np_sum_is_numpys_float64_sum_bit_for_bit():
             want = float(np.asarray(a, np.float64).sum())
         got = np_sum(a)
         assert (got == want and np.signbit(got) == np.signbit(want)) or (got != got and want != want), (n, t)
+
+
+def test_window_percentiles_of_short_lists_are_numpys():
+    """``metrics.pct`` (plain Python up to 64 values, memoised ranks per length) equals
+    ``np.percentile``'s linear method for lengths 0..80, ties, and other quantile sets."""
+    from inferencegym.sim.metrics import pct
+
+    rng = np.random.default_rng(4)
+    for qs in ((50, 90, 99), (10, 50), (0, 100, 37.5)):
+        for _ in range(1500):
+            n = int(rng.integers(0, 81))
+            xs = (rng.choice([0.1, 0.2, 0.3], n) + rng.random(n) * rng.choice([0.0, 1.0])).tolist()
+            want = [float(v) for v in np.percentile(np.asarray(xs, float), qs)] if n else [float("nan")] * len(qs)
+            got = pct(xs, qs)
+            assert np.array_equal(np.array(got), np.array(want), equal_nan=True), (xs, qs)
