@@ -300,7 +300,8 @@ class Replica(ReplicaAdmission):
             self.state = PAUSE
             self.seg_end = now + stall
             return self.seg_end
-        for _ in range(2):
+        tries = 2
+        while True:
             self.preempted_in_plan = False
             self.blocked = False
             chunks, with_dec = self.scheduler.plan(self)
@@ -311,7 +312,8 @@ class Replica(ReplicaAdmission):
                     decodes = self.running[:]
             else:
                 decodes = []
-            if chunks or decodes or not self.blocked:
+            tries -= 1
+            if chunks or decodes or not self.blocked or not tries:
                 break
             self.cutoff = _INF  # asynchronous scheduling with no step in flight: nothing to wait for
         if not chunks and not decodes:
