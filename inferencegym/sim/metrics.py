@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .tbt_small import one_value_figures, small_percentiles
+
 NAN = math.nan
 
 
@@ -68,7 +70,11 @@ class TBTRecorder:
         return float((w * (n * d0 + st * n * (n - 1) / 2)).sum() / tw)
 
     def percentiles(self, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
-        return weighted_arith_percentiles(*self.arrays(), qs)
+        small = small_percentiles(self.d0, self.step, self.n, self.w, qs)  # (numpy's floats)
+        if small is not None:
+            return small
+        ov = one_value_figures(self.d0, self.step, self.n, self.w, qs)
+        return ov[0] if ov is not None else weighted_arith_percentiles(*self.arrays(), qs)
 
 
 class ReplicaWindow:
@@ -231,10 +237,13 @@ def _count_le(x: float, d0, step, n, w) -> float:
 
 def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
     """Percentiles (linear interpolation, numpy's default) or NaN for an empty sample."""
-    if isinstance(values, list) and 0 < len(values) <= 64:  # [env engineer, issue 5] fast path
-        small = _small_pct(values, qs)
-        if small is not None:
-            return small
+    if isinstance(values, list):
+        if not values:
+            return [NAN for _ in qs]
+        if len(values) <= 64:  # [env engineer, issue 5] fast path
+            small = _small_pct(values, qs)
+            if small is not None:
+                return small
     a = np.asarray(values, float)
     if a.size == 0:
         return [NAN for _ in qs]
@@ -242,21 +251,39 @@ def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
 
 
 # ---- [added by the env engineer, issue 5] ---------------------------------------------------
-def _small_pct(values: list, qs: tuple[float, ...]) -> list[float] | None:
-    """numpy's default ("linear") percentile in plain Python for short lists: bit-identical to
-    ``np.percentile`` (checked on 20,000 random samples) and ~10x faster below ~64 values, which is
-    what window_stats() sees once per env step. None when a value is NaN (numpy handles those)."""
-    a = sorted(float(v) for v in values)
-    if a[-1] != a[-1] or a[0] != a[0]:
-        return None
-    n = len(a)
+def _pct_positions(n: int, qs: tuple[float, ...]) -> tuple[tuple[int, int, float], ...]:
+    """Per quantile: the two neighbouring ranks and the fraction between them, as numpy's "linear"
+    method finds them for ``n`` sorted values (depends on ``n`` and ``q`` only: memoised)."""
     out = []
     for q in qs:
         vi = (n - 1) * (q / 100.0)
         lo = math.floor(vi)
         g = vi - lo
         lo = min(max(int(lo), 0), n - 1)
-        x, y = a[lo], a[min(lo + 1, n - 1)]
+        out.append((lo, min(lo + 1, n - 1), g))
+    return tuple(out)
+
+
+_PCT_POS: dict = {}
+"""(n, qs) -> :func:`_pct_positions` (a pure function's memo: a few dozen entries)."""
+
+
+def _small_pct(values: list, qs: tuple[float, ...]) -> list[float] | None:
+    """numpy's default ("linear") percentile in plain Python for short lists: bit-identical to
+    ``np.percentile`` (checked on 20,000 random samples) and ~10x faster below ~64 values, which is
+    what window_stats() sees once per env step. None when a value is NaN (numpy handles those)."""
+    a = sorted(map(float, values))
+    if a[-1] != a[-1] or a[0] != a[0]:
+        return None
+    key = (len(a), qs)
+    pos = _PCT_POS.get(key) if type(qs) is tuple else None
+    if pos is None:
+        pos = _pct_positions(len(a), qs)
+        if type(qs) is tuple:
+            _PCT_POS[key] = pos
+    out = []
+    for lo, hi, g in pos:
+        x, y = a[lo], a[hi]
         d = y - x
         out.append(y - d * (1.0 - g) if g >= 0.5 else x + d * g)
     return out
