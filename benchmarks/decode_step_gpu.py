@@ -20,6 +20,7 @@ TP2, batch 22 and of Llama-2-70B TP4, batch 27, without their all-reduces):
 
     python benchmarks/decode_step_gpu.py --out decode_step.json                  # GPU, ~60-90 s
     python benchmarks/decode_step_gpu.py --device cpu --tiny --out /tmp/d.json   # CPU check
+    python benchmarks/decode_step_gpu.py --compare decode_step.json              # vs the simulator
 
 Decides whether the BLIS Llama-2-7B TP1 TPOT miss (-14 %, ~1 ms a step) is GPU work outside the
 per-op kernels that asynchronous scheduling cannot hide, and how it scales with the model (layers,
@@ -271,13 +272,44 @@ def measure(dev: str, tiny: bool, budget_s: float, shapes=SHAPES) -> dict:
     return res
 
 
+def compare(path: Path) -> str:
+    """Markdown: each measured shape against the simulator's kernels (``vllm-v1``, no all-reduce),
+    and the GPU time a layer beyond the per-op rows and beyond the simulator's kernels."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from inferencegym.sim.execution import ExecutionModel
+    rows = ["| shard | layers | per-op GEMM + attention ms | simulator's kernels ms | compiled step ms "
+            "| us a layer beyond per-op rows | beyond the simulator |", "|---|---|---|---|---|---|---|"]
+    for r in json.loads(Path(path).read_text())["rows"]:
+        if r.get("op") != "shape" or "compiled_step_s" not in r:
+            continue
+        B, L, iso = r["batch"], r["layers"], r["isolated_s"]
+        m = ExecutionModel.from_preset(model=r["model"], gpu="h100-80gb", tensor_parallel=r["tp"],
+                                       engine_profile="vllm-v1")._replace(engine_overhead=False)
+        a, b = m.decode_coeffs(B, 0)
+        ops = m.layer_op_times_s(float(B))
+        sim = a + b * B * (r["context"] + 1) - L * ops["all_reduce"]
+        other = sim - L * sum(ops[g] for g in m._GEMM_NAMES) - L * m.attention_decode_layer_s(B, B * (r["context"] + 1))
+        gemm = sum(iso[k] for k in ("qkv", "o", "up", "down"))
+        beyond_rows = (r["compiled_step_s"] - gemm - iso["attention"] - other) / L
+        rows.append(f"| {r['model']} TP{r['tp']}, batch {B} | {L} | {1e3 * gemm:.2f} + {1e3 * iso['attention']:.2f} "
+                    f"| {1e3 * sim:.2f} | {1e3 * r['compiled_step_s']:.2f} | {1e6 * beyond_rows:.1f} "
+                    f"| {1e6 * (r['compiled_step_s'] - sim) / L:.1f} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--out", help="JSON file to write")
+    ap.add_argument("--compare", type=Path, help="no GPU: compare a result file with the simulator")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--tiny", action="store_true", help="a 2-layer toy shape (CPU check)")
     ap.add_argument("--budget-s", type=float, default=80.0, help="start no new shape past 60 %% of this")
     a = ap.parse_args(argv)
+    if a.compare is not None:
+        print(compare(a.compare))
+        return 0
+    if not a.out:
+        ap.error("--out FILE is required to measure (or --compare FILE to read a result)")
     if a.device == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda needs a CUDA GPU; use --device cpu --tiny for a CPU check", file=sys.stderr)
         return 2

@@ -62,7 +62,10 @@ slower inside the step than timed alone (150.4 vs 148.0 us), each kernel boundar
 and vLLM's five small kernels a layer (two fused residual-add RMSNorms, RoPE, KV-cache write,
 SiLU x up; 12.6 us at the measured durations) exceed the elementwise model's 9.3 us by 3.3 us:
 2.4 + 7.6 + 3.3 = 13.3 us. Attention is left out (the measured step ran cuDNN SDPA, not vLLM's
-FlashAttention: 7.7 % slower than the model in the graph, not transferable)."""
+FlashAttention: 7.7 % slower than the model in the graph, not transferable). A second run timed the
+three BLIS decode anchors' shards with every layer compiled (Inductor fusing norms with residual
+adds, as vLLM's graph does): 10.4 / 10.3 / 18.8 us a layer beyond the per-op rows (7B TP1, 34B TP2
+and 70B TP4 shards), mean 13.2 (``benchmarks/results/decode_step/``)."""
 VLLM_V1_GPU = (VLLM_V1_GPU_FIXED_S, VLLM_V1_GPU_PER_LAYER_S, VLLM_V1_SAMPLER_S_PER_LOGIT)
 """The three GPU-side terms, as ``_v1`` and ``fit_vllm_v1`` take them."""
 VLLM_V1_ALLREDUCE_PER_DEGREE = True
