@@ -104,7 +104,7 @@ class Replica(ReplicaAdmission):
         self.tier_tokens = [0, 0, 0]  # first admissions: prompt tokens looked up, GPU hits, CPU hits
         if config.cpu_kv_gb > 0 and config.prefix_caching:
             self.cpu = CPUKVTier.for_model(model, cpu_kv_gb=config.cpu_kv_gb, block_size=config.block_size,
-                                           link_gb_s=config.cpu_kv_link_gb_s)
+                                           link_gb_s=config.cpu_kv_link_gb_s, connector=config.cpu_kv_connector)
             self.kv.spill = self.cpu.offload
 
     # ------------------------------------------------------------------ configuration
