@@ -103,7 +103,7 @@ class KernelCosts:
         self._elem_time_per_token = sum(self._elem_coef.values())
         # all-reduce after O and after down (TP > 1)
         lat, ar_bw = k.allreduce(t)
-        e_lat = self.engine.allreduce_latency_s if self.engine_overhead else None
+        e_lat = self.engine.engine_allreduce_latency_s(t) if self.engine_overhead else None
         if e_lat is not None and t > 1 and g.network_profile != "pcie":
             lat = min(lat, e_lat)
         self._ar_lat = lat
