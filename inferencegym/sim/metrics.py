@@ -235,61 +235,6 @@ def _count_le(x: float, d0, step, n, w) -> float:
     return float((k * w).sum())
 
 
-def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
-    """Percentiles (linear interpolation, numpy's default) or NaN for an empty sample."""
-    if isinstance(values, list):
-        if not values:
-            return [NAN for _ in qs]
-        if len(values) <= 64:  # [env engineer, issue 5] fast path
-            small = _small_pct(values, qs)
-            if small is not None:
-                return small
-    a = np.asarray(values, float)
-    if a.size == 0:
-        return [NAN for _ in qs]
-    return [float(v) for v in np.percentile(a, qs)]
-
-
-# ---- [added by the env engineer, issue 5] ---------------------------------------------------
-def _pct_positions(n: int, qs: tuple[float, ...]) -> tuple[tuple[int, int, float], ...]:
-    """Per quantile: the two neighbouring ranks and the fraction between them, as numpy's "linear"
-    method finds them for ``n`` sorted values (depends on ``n`` and ``q`` only: memoised)."""
-    out = []
-    for q in qs:
-        vi = (n - 1) * (q / 100.0)
-        lo = math.floor(vi)
-        g = vi - lo
-        lo = min(max(int(lo), 0), n - 1)
-        out.append((lo, min(lo + 1, n - 1), g))
-    return tuple(out)
-
-
-_PCT_POS: dict = {}
-"""(n, qs) -> :func:`_pct_positions` (a pure function's memo: a few dozen entries)."""
-
-
-def _small_pct(values: list, qs: tuple[float, ...]) -> list[float] | None:
-    """numpy's default ("linear") percentile in plain Python for short lists: bit-identical to
-    ``np.percentile`` (checked on 20,000 random samples) and ~10x faster below ~64 values, which is
-    what window_stats() sees once per env step. None when a value is NaN (numpy handles those)."""
-    a = sorted(map(float, values))
-    if a[-1] != a[-1] or a[0] != a[0]:
-        return None
-    key = (len(a), qs)
-    pos = _PCT_POS.get(key) if type(qs) is tuple else None
-    if pos is None:
-        pos = _pct_positions(len(a), qs)
-        if type(qs) is tuple:
-            _PCT_POS[key] = pos
-    out = []
-    for lo, hi, g in pos:
-        x, y = a[lo], a[hi]
-        d = y - x
-        out.append(y - d * (1.0 - g) if g >= 0.5 else x + d * g)
-    return out
-# ---- end of the env engineer's block ---------------------------------------------------------
-
-
 def pdict(values: list[float]) -> dict[str, float]:
     return {"p50": values[0], "p90": values[1], "p99": values[2]}
 

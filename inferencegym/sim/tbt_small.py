@@ -1,4 +1,6 @@
-"""A small window's TBT figures in plain Python, bit for bit numpy's.
+"""A window's figures in plain Python where numpy's call overhead exceeds the arithmetic, bit for
+bit numpy's: TBT percentiles and mean of small windows, and the percentiles of short lists
+(:func:`pct`: TTFT, TPOT, end-to-end and queueing percentiles of a window).
 
 An env step's window holds a few TBT records (a one-replica static_workload window: ~4 records of
 ~50 values); there the numpy calls of ``metrics.weighted_arith_percentiles`` (its expansion path)
@@ -33,6 +35,8 @@ from itertools import accumulate
 from operator import itemgetter
 
 import numpy as np
+
+NAN = math.nan
 
 MAX_VALUES = 64
 """Expanded values up to which the plain-Python percentiles are used (numpy's set-up is cheaper above)."""
@@ -152,3 +156,58 @@ def one_value_figures(d0: list, step: list, n: list, w: list,
     tw = ws.sum()  # (n * w).sum() with n = 1.0
     mean = math.nan if tw <= 0 else float((ws * vals).sum() / tw)
     return pcts, mean
+
+
+def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
+    """Percentiles (linear interpolation, numpy's default) or NaN for an empty sample."""
+    if isinstance(values, list):
+        if not values:
+            return [NAN for _ in qs]
+        if len(values) <= 64:  # [env engineer, issue 5] fast path
+            small = _small_pct(values, qs)
+            if small is not None:
+                return small
+    a = np.asarray(values, float)
+    if a.size == 0:
+        return [NAN for _ in qs]
+    return [float(v) for v in np.percentile(a, qs)]
+
+
+# ---- [added by the env engineer, issue 5; moved here from metrics.py for size] -----------------
+def _pct_positions(n: int, qs: tuple[float, ...]) -> tuple[tuple[int, int, float], ...]:
+    """Per quantile: the two neighbouring ranks and the fraction between them, as numpy's "linear"
+    method finds them for ``n`` sorted values (depends on ``n`` and ``q`` only: memoised)."""
+    out = []
+    for q in qs:
+        vi = (n - 1) * (q / 100.0)
+        lo = math.floor(vi)
+        g = vi - lo
+        lo = min(max(int(lo), 0), n - 1)
+        out.append((lo, min(lo + 1, n - 1), g))
+    return tuple(out)
+
+
+_PCT_POS: dict = {}
+"""(n, qs) -> :func:`_pct_positions` (a pure function's memo: a few dozen entries)."""
+
+
+def _small_pct(values: list, qs: tuple[float, ...]) -> list[float] | None:
+    """numpy's default ("linear") percentile in plain Python for short lists: bit-identical to
+    ``np.percentile`` (checked on 20,000 random samples) and ~10x faster below ~64 values, which is
+    what window_stats() sees once per env step. None when a value is NaN (numpy handles those)."""
+    a = sorted(map(float, values))
+    if a[-1] != a[-1] or a[0] != a[0]:
+        return None
+    key = (len(a), qs)
+    pos = _PCT_POS.get(key) if type(qs) is tuple else None
+    if pos is None:
+        pos = _pct_positions(len(a), qs)
+        if type(qs) is tuple:
+            _PCT_POS[key] = pos
+    out = []
+    for lo, hi, g in pos:
+        x, y = a[lo], a[hi]
+        d = y - x
+        out.append(y - d * (1.0 - g) if g >= 0.5 else x + d * g)
+    return out
+# ---- end of the env engineer's block ---------------------------------------------------------

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pct, pdict, weighted_arith_percentiles
+from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pdict, weighted_arith_percentiles
 from .slo import meets_slo
-from .tbt_small import one_value_figures, small_mean, small_percentiles
+from .tbt_small import one_value_figures, pct, small_mean, small_percentiles
 
 if TYPE_CHECKING:
     from .config import TenantSpec

@@ -217,9 +217,9 @@ def test_np_sum_is_numpys_float64_sum_bit_for_bit():
 
 
 def test_window_percentiles_of_short_lists_are_numpys():
-    """``metrics.pct`` (plain Python up to 64 values, memoised ranks per length) equals
+    """``tbt_small.pct`` (plain Python up to 64 values, memoised ranks per length) equals
     ``np.percentile``'s linear method for lengths 0..80, ties, and other quantile sets."""
-    from inferencegym.sim.metrics import pct
+    from inferencegym.sim.tbt_small import pct
 
     rng = np.random.default_rng(4)
     for qs in ((50, 90, 99), (10, 50), (0, 100, 37.5)):
