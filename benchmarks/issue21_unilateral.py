@@ -6,6 +6,10 @@ reward components (discounted 0.95; its own and summed over all replicas) or as 
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/issue21_unilateral.py --measure reward --seeds 500 501 502 --windows 5 20 35
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/issue21_unilateral.py --measure grade --seeds 500 501 --windows 5 20
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/issue21_unilateral.py --measure together --seeds 500 501 502 503
+
+``together``: every replica on the switched knob from the start (fixed knobs, the
+``best_static_knobs`` evaluation), mean grade and p90 TTFT on the seeds.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ TASK = "cluster_prefix_sharing"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--measure", choices=("reward", "grade"), required=True)
+    ap.add_argument("--measure", choices=("reward", "grade", "together"), required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[500, 501])
     ap.add_argument("--windows", type=int, nargs="+", default=[5, 20])
     args = ap.parse_args()
@@ -50,6 +54,17 @@ def main() -> None:
         log = e.episode_log()
         return acc, grade_cluster(TASK, log).score, log.metrics["cluster/ttft_p90_s"]
 
+    if args.measure == "together":
+        from inferencegym.evaluation.search_cluster_knobs import _score
+
+        base = {"batch_cap": 16, "kv_budget_fraction": 0.85, "speculation_depth": 0, "chunk_size": 512}
+        for name, kn in (("initial knobs", base), ("batch_cap 32", {**base, "batch_cap": 32}),
+                         ("speculation 2", {**base, "speculation_depth": 2}), ("chunk 2048", {**base, "chunk_size": 2048}),
+                         ("best_static_knobs", {"batch_cap": 16, "kv_budget_fraction": 1.0, "speculation_depth": 2,
+                                                "chunk_size": 2048})):
+            g, p90 = _score(TASK, kn, list(args.seeds))
+            print(f"{name:18s} grade {g:.4f}  p90 TTFT {-p90:.4f} s")
+        return
     res: dict[str, list] = {}
     for s in args.seeds:
         env = make_cluster_env({"task_id": TASK, "internal_router": "estimated_ttft"})
