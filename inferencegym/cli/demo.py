@@ -63,7 +63,7 @@ def demo_command(
                                      help="validation episodes (seeds 500..) per candidate when picking "
                                           "the returned policy among the warm start and the checkpoints "
                                           "(0: the last checkpoint)"),
-    confirm_episodes: int = typer.Option(10, "--confirm-episodes", min=0,
+    confirm_episodes: int = typer.Option(20, "--confirm-episodes", min=0,
                                          help="fresh validation episodes (seeds 700..) on which the returned "
                                               "policy is compared with its warm start, paired; 'improved' "
                                               "only when the 95% interval is above 0 (0: compare held-out means)"),
