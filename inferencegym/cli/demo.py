@@ -29,9 +29,13 @@ DEFAULT_TASK = "cluster_prefix_sharing"
 #: The training config of a task's demo when it is not ``rllib_configs/<task>.yaml``.
 DEMO_CONFIGS = {"cluster_prefix_sharing": "demo/cluster_prefix_sharing"}
 
-#: PPO minutes per task when ``--minutes`` is not given (the replica agents need about 5 on 2 cores:
-#: with 3, one training seed in three improved; docs/bench/issue21.md, fifth session).
-DEMO_MINUTES = {"cluster_prefix_sharing": 5.0}
+#: PPO budget per task in env steps when ``--steps`` is not given: the same training on any machine
+#: (the replica agents improved with 10,800-12,000 steps and did not move with 4,320, which a busy
+#: machine's 3 minutes gave; docs/bench/issue21.md, fifth session). Other tasks: a wall-clock budget.
+DEMO_STEPS = {"cluster_prefix_sharing": 12_000}
+#: PPO minutes per task when ``--minutes`` is not given: the budget itself, or, with a step budget,
+#: a cap (12,000 steps take about 5 minutes on 2 idle cores).
+DEMO_MINUTES = {"cluster_prefix_sharing": 20.0}
 DEFAULT_MINUTES = 2.0
 
 
@@ -56,8 +60,12 @@ def _config_path(task: str) -> Path:
 def demo_command(
     task: str = typer.Option(DEFAULT_TASK, "--task", help="task to train and evaluate"),
     minutes: float = typer.Option(None, "--minutes", min=0.1,
-                                  help="PPO wall-clock budget (after the BC warm start; default 5 on "
-                                       "cluster_prefix_sharing, 2 elsewhere)"),
+                                  help="PPO wall-clock budget (after the BC warm start; default 2, or a "
+                                       "20-minute cap beside the step budget on cluster_prefix_sharing)"),
+    steps: int = typer.Option(None, "--steps", min=1,
+                              help="PPO env-step budget, the same on any machine (default 12,000 on "
+                                   "cluster_prefix_sharing, none elsewhere); training stops at the first "
+                                   "of --steps and --minutes"),
     episodes: int = typer.Option(5, "--episodes", help="held-out evaluation episodes per policy"),
     val_episodes: int = typer.Option(3, "--val-episodes", min=0,
                                      help="validation episodes (seeds 500..) per candidate when picking "
@@ -89,6 +97,8 @@ def demo_command(
     kind = task_kind(task)
     if minutes is None:
         minutes = DEMO_MINUTES.get(task, DEFAULT_MINUTES)
+    if steps is None:
+        steps = DEMO_STEPS.get(task)
     console.rule(f"[bold]InferenceGym demo: {task}")
     if train:
         from inferencegym.rl.pipeline import (  # lazy: imports Ray / torch (~5 s); not at start-up
@@ -97,15 +107,16 @@ def demo_command(
         )
 
         path = _config_path(task)
-        cfg = load_config(path).with_overrides(seed=train_seed, sets=[f"stop.time_total_s={minutes * 60}",
-                                                                      f"name=demo_{task}"])
+        cfg = load_config(path).with_overrides(seed=train_seed, steps=steps,
+                                               sets=[f"stop.time_total_s={minutes * 60}", f"name=demo_{task}"])
         trained = ", ".join(cfg.modules[m].type for m in cfg.trainable) if cfg.trainable else "mlp"
-        console.print(f"training {trained} "
-                      f"with PPO for {minutes:g} min (BC warm start: {cfg.bc.enabled}) ...")
+        budget = f"{steps:,} env steps (at most {minutes:g} min)" if steps else f"{minutes:g} min"
+        console.print(f"training {trained} with PPO for {budget} (BC warm start: {cfg.bc.enabled}) ...")
         record = train_and_compare(cfg, config_path=str(path), episodes=episodes, seed=seed,
                                    baselines=list(DEMO_BASELINES.get(task, DEFAULT_BASELINES[kind])),
                                    val_episodes=val_episodes, confirm_episodes=confirm_episodes,
-                                   command=f"inferencegym demo --task {task} --minutes {minutes:g} --episodes {episodes} "
+                                   command=f"inferencegym demo --task {task} --minutes {minutes:g} "
+                                           + (f"--steps {steps} " if steps else "") + f"--episodes {episodes} "
                                            f"--train-seed {train_seed}")
         rows = record["rows"]
         files = write_report([record], out, title=f"InferenceGym demo: {task}")

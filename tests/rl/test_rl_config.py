@@ -102,3 +102,15 @@ def test_the_demo_config_trains_replica_agents_from_hold_knobs_with_a_critic_tha
     # an untrained critic sees returns of ~35 per replica: a value-loss clip of 50 (squared) would
     # zero its gradient (issue 21, fifth session)
     assert c.ppo.vf_clip_param >= 1e4
+
+
+def test_the_demo_trains_a_step_budget_so_its_verdict_does_not_depend_on_the_machine():
+    """The replica agents improved with 10,800-12,000 env steps and did not move with the 4,320 a busy
+    machine's minutes gave: the demo's default budget is env steps, with a wall-clock cap beside it."""
+    from inferencegym.cli.demo import DEMO_MINUTES, DEMO_STEPS, _config_path
+
+    steps, minutes = DEMO_STEPS["cluster_prefix_sharing"], DEMO_MINUTES["cluster_prefix_sharing"]
+    assert steps >= 10_800 and minutes * 60 >= steps / 40 * 2      # the cap leaves 2x an idle machine's time
+    c = load_config(_config_path("cluster_prefix_sharing")).with_overrides(
+        steps=steps, sets=[f"stop.time_total_s={minutes * 60}"])
+    assert c.stop.timesteps_total == steps and c.stop.time_total_s == minutes * 60
