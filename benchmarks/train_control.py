@@ -94,7 +94,7 @@ def export(a, col: Collector, module, hidden: list[int], best_round: int, sample
                                  "command": "OMP_NUM_THREADS=1 PYTHONPATH=$PWD .venv/bin/python "
                                             "benchmarks/train_control.py " + " ".join(
                                                 f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items()
-                                                if v is not None and not isinstance(v, bool) and k not in ("out", "export_dir"))
+                                                if v is not None and not isinstance(v, bool) and k not in ("out", "export_dir", "data_out"))
                                             + " --export-pretrained"})
     if out.exists():
         shutil.rmtree(out)
@@ -119,6 +119,10 @@ def main() -> None:
     ap.add_argument("--export-pretrained", action="store_true")
     ap.add_argument("--export-dir", default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--data-out", default=None, help="write the aggregated (observation, teacher action) data "
+                    "here (.npz) after every round")
+    ap.add_argument("--betas", default=None, help="comma-separated teacher probability of rounds 1.. "
+                    "(default 0.5, 0.25, ...)")
     a = ap.parse_args()
     import torch
 
@@ -143,6 +147,8 @@ def main() -> None:
         log[-1].update(bc_loss=losses[-1], validation=val)
         print(f"round {r}: loss {losses[-1]:.3f}, validation score {val['score']:.3f}, GPU-h {val['gpu_hours']:.1f}, "
               f"SLO {val['slo_attainment']:.3f}, cpu {time.process_time() - c0:.0f} s", flush=True)
+        if a.data_out:  # the aggregate so far (retrain offline without new rollouts)
+            np.savez_compressed(a.data_out, obs=np.stack(obs), acts=np.asarray(acts, dtype=np.int64))
         if a.out:  # the log so far (a time-boxed run keeps its rounds)
             Path(a.out).parent.mkdir(parents=True, exist_ok=True)
             Path(a.out).write_text(json.dumps({"task": TASK, "args": vars(a), "rounds": log}, default=float))
@@ -152,7 +158,7 @@ def main() -> None:
                 export(a, col, module, hidden, best[1], len(obs), time.process_time() - c0)
         if r == a.rounds:
             break
-        beta = 0.5 ** (r + 1)
+        beta = float(a.betas.split(",")[r]) if a.betas else 0.5 ** (r + 1)
         seeds = list(range(seed, seed + a.episodes_per_round))
         seed += a.episodes_per_round
         o, ac, eps = col.collect(seeds, student=greedy_actor(module), beta=beta)

@@ -18,7 +18,8 @@ start-up delay, the training days' time-of-day profile). Nothing about future ar
 * ``transfer`` (the learned autoscaler trained on several load files): ``schedule`` without the clock
   (``tod_sin``, ``tod_cos``: a clock lets a module memorise one file's daily shape) plus
   ``RELATIVE_NAMES``, ratios to the file's own training-day profile (``ControlContext.profile_rps``),
-  so the features mean the same on any windows file.
+  so the features mean the same on any windows file; its queue and running-load readings are
+  bounded (``TRANSFER_CLIP``).
 Rates are fractions of the full fleet's capacity (``max_replicas * capacity_rps``).
 """
 
@@ -42,6 +43,10 @@ RELATIVE_NAMES = ("rate_window_vs_profile_now", "rate_minute_vs_profile_mean", "
 minute's over the profile's mean, the profile now over its mean (where in the file's day we are,
 instead of the clock), the profile's peak over the next two windows over the profile now, and the
 last minute's rate over the last four windows' (each clipped to [0, 4]; 1 before any arrival)."""
+TRANSFER_CLIP = {"queue_mean_5": 1.0, "queue_max_5": 1.0, "running_per_capacity": 1.5}
+"""Upper bounds of the load readings in the ``transfer`` set: an overloaded fleet (a queue of hundreds)
+reads as saturated (5 waiting per replica, 1.5x the concurrency at capacity) instead of as inputs far
+outside anything the teacher's rollouts visited, where an MLP's output is arbitrary."""
 _CLOCK = ("tod_sin", "tod_cos")
 FEATURE_SETS = {"base": BASE_NAMES, "history": BASE_NAMES + HISTORY_NAMES,
                 "schedule": BASE_NAMES + HISTORY_NAMES + SCHEDULE_NAMES,
@@ -143,6 +148,8 @@ def _transfer(v: dict[str, float], ctx: ControlContext, now_s: float, full: floa
     v["profile_now_vs_mean"] = _ratio(v["profile_now"], mean, False)
     v["profile_ahead_vs_now"] = _ratio(ahead, v["profile_now"], False)
     v["rate_trend"] = _ratio(v["rate_m1"], v["rate_4_windows"], not seen)
+    for k, hi in TRANSFER_CLIP.items():
+        v[k] = min(hi, v[k])
     return [v[k] for k in FEATURE_SETS["transfer"]]
 
 
