@@ -165,7 +165,7 @@ def test_a_served_autoscaler_is_fed_the_feature_set_it_was_trained_on():
 
 
 def test_transfer_features_are_the_schedule_features_without_the_clock_plus_ratios():
-    from inferencegym.envs.control_features import RELATIVE_NAMES
+    from inferencegym.envs.control_features import RELATIVE_NAMES, TRANSFER_CLIP
 
     names, sched = feature_names("transfer"), feature_names("schedule")
     assert "tod_sin" not in names and names[-len(RELATIVE_NAMES):] == RELATIVE_NAMES
@@ -180,8 +180,10 @@ def test_transfer_features_are_the_schedule_features_without_the_clock_plus_rati
         x, *_ = big.step(5)
         y, *_ = ref.step(5)
         z, *_ = small.step(5)
-    common = [n for n in names if n in sched]
+    common = [n for n in names if n in sched and n not in TRANSFER_CLIP]
     assert np.array_equal(x[[names.index(n) for n in common]], y[[sched.index(n) for n in common]])
+    for n, hi in TRANSFER_CLIP.items():  # load readings bounded, equal below the bound
+        assert x[names.index(n)] == pytest.approx(min(hi, y[sched.index(n)]), abs=1e-7)
     rel = x[-len(RELATIVE_NAMES):]
     assert np.all((rel >= 0) & (rel <= 4)) and np.all(np.isfinite(z))
     v = dict(zip(names, x))  # the level over the profile: the last window's rate / the profile now
