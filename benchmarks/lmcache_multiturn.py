@@ -1,6 +1,6 @@
 """GPUStack's LMCache experiment replayed: multi-turn chat on one RTX 4090, with and without a CPU tier.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/lmcache_multiturn.py [--seeds 3]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/lmcache_multiturn.py [--seeds 3] [--connectors offload,lmcache]
 
 Published (GPUStack performance lab, "Evaluating LMCache Prefill Acceleration in vLLM", vLLM
 v0.10.1.1, Qwen3-8B on an RTX 4090 24GB, LMCache with 50 GB of CPU memory, vLLM's
@@ -17,7 +17,10 @@ page, so assumed: the lognormal's spread (log-sd 1.0), the 20K case as the same 
 20,000-token average prefix (max 36,000: the conversation must fit Qwen3-8B's 40,960 tokens), the
 card's CUDA-reported memory 23.65 GiB (vLLM logs of 24 GB cards: 23.53-23.67 GiB) and its speed (no
 calibrated RTX 4090 preset: the L40S's uncalibrated kernel efficiencies with the 4090's datasheet
-rates, 165 TFLOP/s BF16 with FP32 accumulation, 1,008 GB/s). Compared: the relative TTFT change.
+rates, 165 TFLOP/s BF16 with FP32 accumulation, 1,008 GB/s). Compared: the relative TTFT change, with
+the CPU tier as vLLM's offloading runs it (``offload``) and as LMCache's connector does (``lmcache``:
+synchronous store of each prefill, 256-token chunks, LMCache's logged store/retrieve rates; ``sim/cpu_kv.py``),
+beside the page's TPOT and input throughput.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from inferencegym.sim.presets import GIB, get_gpu, get_model, register_gpu
 from inferencegym.workload.hashchain import sim_block_hashes
 
 PUBLISHED = {"5K": (4350.48, 2646.09), "20K": (5070.52, 2091.00)}
+PUBLISHED_TPOT_INPUT_TPS = {"5K": ((48.47, 5849.0), (30.60, 9426.0)), "20K": ((33.91, 4312.17), (25.83, 7750.60))}
+"""Mean TPOT ms and input tok/s, without / with LMCache (the same page)."""
 CASES = {"5K": (4000, 20000), "20K": (20000, 33000)}  # prefix average, max (the history must fit the cache)
 
 
@@ -78,9 +83,11 @@ def conversations(rng: np.random.Generator, avg: int, cap: int, n: int = 24) -> 
     return out
 
 
-def run(engine: ExecutionModel, convs: list[dict], cpu_gb: float, clients: int = 10, dt: float = 0.01) -> dict:
+def run(engine: ExecutionModel, convs: list[dict], cpu_gb: float, clients: int = 10, dt: float = 0.01,
+        connector: str = "lmcache") -> dict:
     rc = ReplicaConfig(model="llama-3-8b", gpu="rtx4090-24gb", scheduler="sarathi", chunk_size=2048,
-                       batch_cap=256, cpu_kv_gb=cpu_gb, cpu_kv_link_gb_s=25.0, kv_budget_fraction=1.0)
+                       batch_cap=256, cpu_kv_gb=cpu_gb, cpu_kv_link_gb_s=25.0, kv_budget_fraction=1.0,
+                       cpu_kv_connector=connector)
     c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
                 execution_model=engine)
     queue = list(range(len(convs)))
@@ -113,8 +120,10 @@ def run(engine: ExecutionModel, convs: list[dict], cpu_gb: float, clients: int =
                 elif queue:
                     send(k, queue.pop(0), 0, t)
     ttft = [r.first_token_s - r.arrival_s for r in done]
+    tpot = [(r.completion_s - r.first_token_s) / (r.output_tokens - 1) for r in done if r.output_tokens > 1]
     inp = sum(r.prompt_tokens for r in done)
     return {"ttft_ms": 1e3 * statistics.fmean(ttft), "input_tps": inp / t, "n": len(done),
+            "tpot_ms": 1e3 * statistics.fmean(tpot) if tpot else float("nan"),
             "kv_tokens": c.replicas[0].kv.capacity_blocks * 16, "rejected": rid - len(done)}
 
 
@@ -122,24 +131,30 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3, help="conversation sets per case (seed 0, 1, ...)")
     ap.add_argument("--cases", default="5K,20K", help="comma-separated cases of the page (5K, 20K)")
+    ap.add_argument("--connectors", default="offload,lmcache",
+                    help="CPU-tier connectors to run (ReplicaConfig.cpu_kv_connector) [offload,lmcache]")
     a = ap.parse_args(argv)
     eng = qwen3_8b_engine()
-    print("| case | published mean TTFT ms without / with LMCache (change) | simulated without / with 50 GB CPU tier "
-          "(change), mean of seeds | per seed change |")
-    print("| --- | --- | --- | --- |")
+    print("| case | CPU tier | published mean TTFT ms without / with LMCache (change) | simulated without / "
+          "with 50 GB CPU tier (change), mean of seeds | per seed change | TPOT ms without / with: published, "
+          "simulated | input tok/s without / with: published, simulated |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for case in a.cases.split(","):
         avg, cap = CASES[case]
-        offs, ons, ch = [], [], []
-        for s in range(a.seeds):
-            convs = conversations(np.random.default_rng(1000 + s), avg, cap)
-            off, on = run(eng, convs, 0.0), run(eng, convs, 50.0)
-            offs.append(off["ttft_ms"])
-            ons.append(on["ttft_ms"])
-            ch.append(on["ttft_ms"] / off["ttft_ms"] - 1)
-        p0, p1 = PUBLISHED[case]
-        print(f"| {case} | {p0:,.0f} / {p1:,.0f} ({p1 / p0 - 1:+.1%}) | {statistics.fmean(offs):,.0f} / "
-              f"{statistics.fmean(ons):,.0f} ({statistics.fmean(ons) / statistics.fmean(offs) - 1:+.1%}) | "
-              f"{', '.join(f'{x:+.1%}' for x in ch)} |")
+        sets = [conversations(np.random.default_rng(1000 + s), avg, cap) for s in range(a.seeds)]
+        offs = [run(eng, convs, 0.0) for convs in sets]
+        for conn in a.connectors.split(","):
+            ons = [run(eng, convs, 50.0, connector=conn) for convs in sets]
+            t0 = statistics.fmean(o["ttft_ms"] for o in offs)
+            t1 = statistics.fmean(o["ttft_ms"] for o in ons)
+            ch = [y["ttft_ms"] / x["ttft_ms"] - 1 for x, y in zip(offs, ons)]
+            p0, p1 = PUBLISHED[case]
+            (pt0, pi0), (pt1, pi1) = PUBLISHED_TPOT_INPUT_TPS[case]
+            st = [statistics.fmean(o[k] for o in xs) for xs in (offs, ons) for k in ("tpot_ms", "input_tps")]
+            print(f"| {case} | {conn} | {p0:,.0f} / {p1:,.0f} ({p1 / p0 - 1:+.1%}) | {t0:,.0f} / {t1:,.0f} "
+                  f"({t1 / t0 - 1:+.1%}) | {', '.join(f'{x:+.1%}' for x in ch)} | {pt0:.1f} / {pt1:.1f}; "
+                  f"{st[0]:.1f} / {st[2]:.1f} | {pi0:,.0f} / {pi1:,.0f}; {st[1]:,.0f} / {st[3]:,.0f} |")
+    off = offs[-1]
     print(f"GPU KV cache: {off['kv_tokens']:,} tokens (Qwen3-8B on the 4090 at 0.9, 256 sequences)")
     return 0
 

@@ -278,14 +278,15 @@ def pp_rows() -> None:
                    f"{ra:.2f}x / {rb:.2f}x"))
 
 
-def _mooncake(cpu_gb: float, router: str = "llmd_precise") -> dict:
-    """The `simulate` command of the page, run in process (same options)."""
+def _mooncake(cpu_gb: float, router: str = "llmd_precise", connector: str = "offload") -> dict:
+    """The `simulate` command of the page, run in process (same options; ``connector``:
+    ``--cpu-kv-connector``)."""
     from inferencegym.cli.simulate import DEFAULTS, run_scenario
 
     path = default_reference_dir() / "traces" / "mooncake" / "synthetic_trace.jsonl"
     o = dict(DEFAULTS, model="llama-3-8b", gpu="h100-80gb", replicas=8, router=router,
              scheduler="sarathi", chunk_size=2048, kv_budget_fraction=0.2, trace=str(path),
-             trace_format="mooncake", cpu_kv_gb=cpu_gb)
+             trace_format="mooncake", cpu_kv_gb=cpu_gb, cpu_kv_connector=connector)
     t0 = time.process_time()
     s, c = run_scenario(o)
     cpu_s = time.process_time() - t0
@@ -302,12 +303,15 @@ def cpu_tier() -> None:
                "completed", "sim CPU s"))
     print(_row(*["---"] * 8))
     out = {}
-    for gb in (0.0, 250.0):
-        r = out[gb] = _mooncake(gb)
-        print(_row(f"{gb:.0f} GB", f"{r['hit']:.3f} ({r['tiers']['gpu']:.3f} / {r['tiers']['cpu']:.3f})",
+    for gb, conn in ((0.0, "offload"), (250.0, "offload"), (250.0, "lmcache")):
+        r = out[gb, conn] = _mooncake(gb, connector=conn)
+        print(_row(f"{gb:.0f} GB" + (f" ({conn})" if gb else ""),
+                   f"{r['hit']:.3f} ({r['tiers']['gpu']:.3f} / {r['tiers']['cpu']:.3f})",
                    f"{r['mean']:.3f}", f"{r['p50']:.3f}", f"{r['p90']:.3f}", f"{r['p99']:.3f}", r["n"],
                    f"{r['cpu_s']:.1f}"))
-    print(f"\nmean TTFT change with the CPU tier: {100 * (out[250.0]['mean'] / out[0.0]['mean'] - 1):+.1f}%")
+    base = out[0.0, "offload"]["mean"]
+    print(f"\nmean TTFT change with the CPU tier: {100 * (out[250.0, 'offload']['mean'] / base - 1):+.1f}% "
+          f"(vLLM-style offload), {100 * (out[250.0, 'lmcache']['mean'] / base - 1):+.1f}% (LMCache connector)")
 
 
 def routers() -> None:
@@ -336,7 +340,8 @@ def _cost(model: str, gpu: str, quant: str, ep: int, reqs_seed: int) -> float:
 
 
 def speed() -> None:
-    pairs = [(("qwen3-30b-a3b", "h100-80gb", "fp16", 1), ("llama-3.2-1b", "h100-80gb", "fp16", 1)),
+    pairs = [(("qwen3-30b-a3b", "h100-80gb", "fp16", 1), ("llama-3.2-3b", "h100-80gb", "fp16", 1)),
+             (("qwen3-30b-a3b", "h100-80gb", "fp16", 1), ("llama-3.2-1b", "h100-80gb", "fp16", 1)),
              (("gpt-oss-120b", "h100-80gb", "mxfp4", 1), ("llama-2-7b", "h100-80gb", "fp16", 1)),
              (("deepseek-v3", "h200-141gb", "fp8", 8), ("codellama-34b", "h200-141gb", "fp16", 1))]
     print(_row("MoE preset", "dense preset (nearest size to its active parameters)", "MoE us/request",

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {  # the replica knobs' defaults are the one vocabula
     "prefill_replicas": 1, "priority_routing": False, "tenants": None, "gpu_hour_usd": None,
     "results_parquet": None, "prefix_caching": True, "engine_profile": "vllm-v1",
     "expert_parallel": 1, "kv_cache_dtype": "auto", "cpu_kv_gb": 0.0, "pipeline_parallel": 1,
+    "cpu_kv_connector": "offload",
 }
 POISSON_DEFAULT_DURATION_S = 300.0
 
@@ -145,7 +146,8 @@ def run_scenario(o: dict, progress: bool = False) -> tuple[dict, Any]:
                            prefix_caching=bool(o["prefix_caching"]),
                            expert_parallel=int(o["expert_parallel"]),
                            pipeline_parallel=int(o["pipeline_parallel"]),
-                           kv_cache_dtype=str(o["kv_cache_dtype"]), cpu_kv_gb=float(o["cpu_kv_gb"]))
+                           kv_cache_dtype=str(o["kv_cache_dtype"]), cpu_kv_gb=float(o["cpu_kv_gb"]),
+                           cpu_kv_connector=str(o["cpu_kv_connector"]))
         cc = ClusterConfig(replica=rc, num_replicas=int(o["replicas"]), router=o["router"], tenants=tenants,
                            priority_routing=bool(o["priority_routing"]), disaggregate=bool(o["disaggregate"]),
                            prefill_replicas=int(o["prefill_replicas"]), gpu_hour_usd=o["gpu_hour_usd"])
@@ -276,6 +278,8 @@ def register(app: typer.Typer) -> None:
         kv_cache_dtype: Optional[str] = typer.Option(None, help="KV-cache element type auto|fp8 [auto]"),
         cpu_kv_gb: Optional[float] = typer.Option(None, help="host memory per replica for the CPU KV "
                                                              "tier, GB [0: none]"),
+        cpu_kv_connector: Optional[str] = typer.Option(None, help="CPU tier's store/reload: offload (vLLM's "
+                                                                  "CPU offloading) | lmcache [offload]"),
         engine_profile: Optional[str] = typer.Option(None, help="engine overhead: vllm-v1|vllm-v0|vllm-2023|"
                                                                 "kernel-only [vllm-v1]"),
         disaggregate: Optional[bool] = typer.Option(None, "--disaggregate/--colocate",

@@ -129,10 +129,14 @@ class RouterFeatures:
             if pre is not None:
                 add(pre[i])
             ema[i] += QUEUE_EMA_RATE * d
-        # float32 as ``astype`` rounds (the same C cast), then the clip: the same as clipping first,
-        # the bounds being float32 numbers and the rounding monotonic; NaN kept, as ``np.clip``
+        # the clip, then float32 as ``astype`` rounds (the same C cast): the same as rounding first
+        # (the bounds are float32 numbers, the rounding monotonic); NaN kept, as ``np.clip``. Most
+        # rows need none: ``max`` / ``min`` bound every non-NaN value (a NaN first gives NaN, and
+        # the per-value clip then runs)
+        c = FEATURE_CLIP
+        if not (max(vals) <= c and min(vals) >= -c):
+            vals = [(c if v > c else (-c if v < -c else v)) for v in vals]
         out = np.frombuffer(array("f", vals), dtype=np.float32).reshape(n, -1)
-        np.minimum(np.maximum(out, -FEATURE_CLIP, out=out), FEATURE_CLIP, out=out)
         self.last_sim = np.frombuffer(sim, dtype=np.float32).reshape(n, _N_SIM)
         self.fits = fits
         return out

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 REWARD_COMPONENTS: tuple[str, ...] = ("throughput", "slo", "kv_band", "preemption", "cost", "quality",
@@ -138,9 +139,15 @@ def grade_term(*, good_tokens: Sequence[float], tenant_weights: Sequence[float],
     return grader.w_slo * slo_part + served * (grader.w_cost * cost_score + grader.w_quality * quality_score)
 
 
-def total_reward(components: Mapping[str, float], config: RewardConfig) -> float:
+@lru_cache(maxsize=64)
+def _weights(config: RewardConfig) -> tuple[float, ...]:
+    """``config.weights()`` in ``REWARD_COMPONENTS`` order (a frozen config: computed once)."""
     w = config.weights()
-    return float(sum(w[k] * components[k] for k in REWARD_COMPONENTS))
+    return tuple(w[k] for k in REWARD_COMPONENTS)
+
+
+def total_reward(components: Mapping[str, float], config: RewardConfig) -> float:
+    return float(sum(wk * components[k] for wk, k in zip(_weights(config), REWARD_COMPONENTS)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -347,9 +347,13 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         t, wl = self.task, self._wl
         n_t = len(t.tenants)
         offered = [0.0] * n_t
-        if hi > lo:
-            ot = np.bincount(wl.tenant[lo:hi], weights=wl.output_tokens[lo:hi], minlength=n_t)
-            offered = ot.tolist()
+        if hi > lo:  # np.bincount(tenant, weights=output, minlength=n_t): float sums in row order
+            ten = wl.tenant[lo:hi].tolist()
+            if min(ten) >= 0 and max(ten) < n_t:
+                for ti, o in zip(ten, wl.output_tokens[lo:hi].tolist()):
+                    offered[ti] += float(o)
+            else:
+                offered = np.bincount(wl.tenant[lo:hi], weights=wl.output_tokens[lo:hi], minlength=n_t).tolist()
         good = [0.0] * n_t
         done, ok = self._cluster.closed_window_completions()  # the simulator's completions and SLO
         for r, met in zip(done, ok):
@@ -489,7 +493,7 @@ def _int_mean(a: np.ndarray) -> float:
     sum is exact in any order (below 2**53), then one division, as numpy does it."""
     if a.dtype.kind not in "iu":
         return float(a.mean())
-    return float(int(a.sum())) / a.size
+    return float(sum(a.tolist())) / a.size
 
 
 def _int_median(a: np.ndarray) -> float:

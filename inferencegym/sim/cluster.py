@@ -152,6 +152,8 @@ class Cluster(ClusterReadout):
             raise ValueError(f"cannot run back in time: t_s={t_s} < now_s={self.now_s}")
         reps = self.replicas
         ledger = self.ledger
+        sched = self._schedule_event
+        check = self.check
         guard = self.external and not decide and self._fallback_router is None
         for ev in (self._guarded_until(t_s) if guard else self.events.until(t_s)):
             t = ev[0]
@@ -170,8 +172,9 @@ class Cluster(ClusterReadout):
                 if end is not None:
                     if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
                         end = advance_spec(rep, self._ahead_limit(t_s))
-                    if end is not None:
-                        self._push_step(rep, end)
+                    if end is not None:  # (_push_step, inline)
+                        v = rep.version = rep.version + 1
+                        sched(end, EV_STEP, rep.id, v)
             elif kind == EV_ARRIVAL:
                 r = ev[3]
                 ledger.win_arrivals += 1
@@ -186,9 +189,9 @@ class Cluster(ClusterReadout):
                     self._route(r, self.router)
             else:  # EV_TRANSFER
                 self._finish_transfer(ev[3], ev[4])
-            if self.check:
+            if check:
                 self.check_invariants()
-            if until_done and ledger.settled():
+            if until_done and ledger.completed + ledger.rejected >= ledger.submitted:  # (settled(), inline)
                 return None
         if t_s != math.inf:
             self.now_s = t_s

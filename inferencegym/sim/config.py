@@ -108,6 +108,10 @@ class ReplicaConfig:
     """Host memory per replica for the CPU tier of the prefix cache, GB (0: no CPU tier)."""
     cpu_kv_link_gb_s: float = 25.0
     """Host-to-GPU bandwidth per GPU for CPU-tier offloads and reloads, GB/s (PCIe 4.0 x16)."""
+    cpu_kv_connector: str = "offload"
+    """How the CPU tier stores and reloads (``sim/cpu_kv.py``): offload (vLLM's native CPU offloading:
+    asynchronous stores on eviction, 16-token blocks) or lmcache (LMCache's connector: synchronous store
+    of each prefill, 256-token chunks, its measured store/retrieve rates)."""
     engine_profile: str = "vllm-v1"
     """Serving-engine overhead per iteration: vllm-v1, vllm-2023 or kernel-only (docs/calibration.md);
     a name of ``execution_params.ENGINE_PROFILES``, checked when the cluster is built."""
@@ -161,6 +165,8 @@ class ReplicaConfig:
                f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
         _check(self.cpu_kv_gb >= 0, f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")
         _check(self.cpu_kv_link_gb_s > 0, f"cpu_kv_link_gb_s must be > 0, got {self.cpu_kv_link_gb_s}")
+        _check(self.cpu_kv_connector in ("offload", "lmcache"),
+               f"cpu_kv_connector must be 'offload' or 'lmcache', got {self.cpu_kv_connector!r}")
         _check(self.quantization in QUANTIZATION_TIERS,
                f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
         _check(self.batch_cap >= 1, f"batch_cap must be >= 1, got {self.batch_cap}")

@@ -11,9 +11,20 @@ reload time is added to the iteration that carries the request's first prefill c
 pass waits for its KV, as LMCache's synchronous retrieval does). Reloaded blocks take new GPU blocks
 and are named by hash at once (they stay in the host tier too, moved to its most-recent end).
 
-Assumptions: offloads are asynchronous copies that never delay an iteration (vLLM and LMCache store
-in the background); only prompt prefix blocks (named by hash) are offloaded; the tier survives a KV
-capacity change (it is host memory).
+Two connectors (``ReplicaConfig.cpu_kv_connector``):
+
+* ``offload`` (vLLM's native CPU offloading): offloads are asynchronous copies that never delay an
+  iteration; hits and reloads count 16-token blocks; a reload runs at the link rate.
+* ``lmcache`` (LMCache's ``LMCacheConnectorV1`` with its local CPU backend, as vLLM 0.10-0.14 run
+  it): the KV of every prefilled prompt chunk is **stored** to host memory synchronously, the step
+  waits for it (``wait_for_save`` at the end of the forward, LMCache's recipe logs it as the request's
+  ``offload_time``); hits count whole **chunks of** :data:`LMCACHE_CHUNK_TOKENS` tokens from the
+  prompt's start (LMCache hashes per chunk; vLLM loads ``LMCache hit tokens - vLLM's own hit``); the
+  store and the retrieval run at LMCache's measured rates (:data:`LMCACHE_STORE_GB_S`,
+  :data:`LMCACHE_RETRIEVE_GB_S`, capped by the link) plus a fixed cost per call.
+
+Assumptions: only prompt prefix blocks (named by hash) are offloaded (LMCache's
+``save_decode_cache`` is off by default); the tier survives a KV capacity change (it is host memory).
 
 Invariants (``check``): at most ``capacity_blocks`` blocks held, the event log describes the held
 set (``published`` view), counts never negative.
@@ -25,6 +36,20 @@ from collections import OrderedDict
 
 RELOAD_LATENCY_S = 2.0e-5
 """Fixed cost of one host-to-GPU reload (a DMA launch and its synchronisation), seconds."""
+LMCACHE_CHUNK_TOKENS = 256
+"""LMCache's ``chunk_size`` default (the unit it hashes, stores and retrieves; GPUStack's LMCache run set
+256 explicitly, LMCache's recipes: "Default: 256")."""
+LMCACHE_STORE_GB_S = 13.8
+"""LMCache's store rate, GB/s: "Stored 1792 out of total 1792 tokens. size: 0.2461 GB, cost 17.8199 ms,
+throughput: 13.8101 GB/s; offload_time: 17.7556 ms" (LMCache/LMCache ``recipes/dense_instruct_cpu_hot_cache.md``,
+vLLM V1 + LMCache 2026-01, Qwen3-4B: the same 147 KB of KV per token as Qwen3-8B)."""
+LMCACHE_RETRIEVE_GB_S = 17.2
+"""LMCache's retrieval rate, GB/s, same run: "Retrieved 1792 out of 1792 required tokens ... 0.2461 gb, cost
+14.3229 ms, throughput: 17.1818 GB/s" (its warm 6,144-token prefix: 120.5 ms TTFT with LMCache alone against
+80.1 ms median with vLLM's GPU prefix cache, ~40 ms for 0.9 GB)."""
+LMCACHE_CALL_S = 0.4e-3
+"""Fixed cost of one LMCache store or retrieval call, s (its logs for an 8-token chunk: "cost 0.5547 ms"
+to retrieve, "cost 0.4274 ms" to store, LMCache docs' vLLM quick start, 2025-09)."""
 ROUTER_CPU_WEIGHT = 0.8
 """Weight of a CPU-tier block against a GPU block in the cache-aware routers' prefix score (llm-d
 KV-cache manager's default ``kvCacheBackendConfigs``: gpu 1.0, cpu 0.8)."""
@@ -34,9 +59,14 @@ class CPUKVTier:
     """LRU host-memory tier of block hashes (see the module docstring)."""
 
     __slots__ = ("capacity_blocks", "blocks", "events", "block_bytes_per_gpu", "link_bytes_per_s",
-                 "offloaded", "reloaded_blocks")
+                 "offloaded", "reloaded_blocks", "chunk_blocks", "store_bytes_per_s", "call_s", "stored_tokens")
 
-    def __init__(self, *, capacity_blocks: int, block_bytes_per_gpu: float, link_gb_s: float) -> None:
+    def __init__(self, *, capacity_blocks: int, block_bytes_per_gpu: float, link_gb_s: float,
+                 chunk_blocks: int = 1, retrieve_gb_s: float | None = None, store_gb_s: float = 0.0,
+                 call_s: float = RELOAD_LATENCY_S) -> None:
+        """``chunk_blocks``: blocks per hit unit (1: any block run; LMCache: a chunk);
+        ``retrieve_gb_s`` / ``store_gb_s``: the connector's rates (capped by the link; store 0: the
+        offload is asynchronous and free); ``call_s``: fixed cost per reload or store."""
         if capacity_blocks < 0:
             raise ValueError(f"CPU tier capacity must be >= 0 blocks, got {capacity_blocks}")
         if not link_gb_s > 0:
@@ -52,15 +82,32 @@ class CPUKVTier:
         """Blocks copied to host memory so far."""
         self.reloaded_blocks = 0
         """Blocks reloaded from host memory so far."""
+        if chunk_blocks < 1:
+            raise ValueError(f"chunk_blocks must be >= 1, got {chunk_blocks}")
+        self.chunk_blocks = int(chunk_blocks)
+        if retrieve_gb_s is not None:
+            self.link_bytes_per_s = min(self.link_bytes_per_s, float(retrieve_gb_s) * 1e9)
+        self.store_bytes_per_s = min(float(link_gb_s), float(store_gb_s)) * 1e9
+        self.call_s = float(call_s)
+        self.stored_tokens = 0
+        """Prompt tokens stored synchronously so far (``lmcache``)."""
 
     @classmethod
-    def for_model(cls, model, *, cpu_kv_gb: float, block_size: int, link_gb_s: float) -> CPUKVTier:
+    def for_model(cls, model, *, cpu_kv_gb: float, block_size: int, link_gb_s: float,
+                  connector: str = "offload") -> CPUKVTier:
         """The tier of one replica running ``model`` (an ``ExecutionModel``) with ``cpu_kv_gb`` GB
-        of host memory: every GPU's shard of a block is held (MLA's latent once per rank)."""
+        of host memory: every GPU's shard of a block is held (MLA's latent once per rank);
+        ``connector``: ``offload`` or ``lmcache`` (module docstring)."""
         shards = 1 if getattr(model.model, "is_mla", False) else model.tensor_parallel
         host_block = block_size * model.kv_bytes_per_token * shards
+        kw = {}
+        if connector == "lmcache":
+            kw = dict(chunk_blocks=max(1, LMCACHE_CHUNK_TOKENS // block_size), retrieve_gb_s=LMCACHE_RETRIEVE_GB_S,
+                      store_gb_s=LMCACHE_STORE_GB_S, call_s=LMCACHE_CALL_S)
+        elif connector != "offload":
+            raise ValueError(f"unknown cpu_kv_connector {connector!r}; valid: offload, lmcache")
         return cls(capacity_blocks=int(cpu_kv_gb * 1e9 // host_block),
-                   block_bytes_per_gpu=block_size * model.kv_bytes_per_token, link_gb_s=link_gb_s)
+                   block_bytes_per_gpu=block_size * model.kv_bytes_per_token, link_gb_s=link_gb_s, **kw)
 
     def publish_events(self) -> list:
         """Start recording changes (if not yet) and return the list (the reader clears it)."""
@@ -87,13 +134,17 @@ class CPUKVTier:
             ev.append((h, True))
 
     def match(self, hashes: tuple, start: int, max_blocks: int) -> int:
-        """Consecutive blocks of ``hashes[start:max_blocks]`` held here."""
+        """Consecutive blocks of ``hashes[start:max_blocks]`` held here (with chunks: up to the last
+        whole chunk from the prompt's start that is held)."""
         blocks = self.blocks
         n = 0
         for i in range(start, min(max_blocks, len(hashes))):
             if hashes[i] not in blocks:
                 break
             n += 1
+        cb = self.chunk_blocks
+        if cb > 1 and n:
+            n = max(0, (start + n) // cb * cb - start)
         return n
 
     def reload(self, hashes: tuple, start: int, n: int) -> float:
@@ -111,7 +162,15 @@ class CPUKVTier:
         """Host-to-GPU time of ``n_blocks`` blocks (each GPU its shard, in parallel)."""
         if n_blocks <= 0:
             return 0.0
-        return RELOAD_LATENCY_S + n_blocks * self.block_bytes_per_gpu / self.link_bytes_per_s
+        return self.call_s + n_blocks * self.block_bytes_per_gpu / self.link_bytes_per_s
+
+    def store_time_s(self, tokens: int, block_size: int) -> float:
+        """Synchronous store of ``tokens`` newly prefilled prompt tokens (``lmcache``; 0 for an
+        asynchronous offload)."""
+        if self.store_bytes_per_s <= 0.0 or tokens <= 0:
+            return 0.0
+        self.stored_tokens += tokens
+        return self.call_s + tokens * self.block_bytes_per_gpu / block_size / self.store_bytes_per_s
 
     def check(self) -> None:
         """Invariants (tests, ``check_invariants``)."""

@@ -185,6 +185,12 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         else:
             self._ovh_fixed = self._ovh_seq = self._ovh_tok = self._slow = 0.0
         self._async = bool(self.engine_overhead and e.async_scheduling)
+        on = self.engine_overhead
+        self._gpu_ovh = (e.gpu_fixed_s + self._layers * e.gpu_per_layer_s) if on else 0.0
+        """GPU time per iteration outside the profiled kernels (engine profile; never hidden)."""
+        self._gpu_seq = e.sampler_s_per_logit * self.model.vocab_size / self._dp if on else 0.0
+        """... and per sampled sequence (the sampler over the vocabulary; data-parallel attention
+        ranks each sample their own sequences, side by side, as they do their per-sequence work)."""
         self._graph_max = int(e.cudagraph_max_tokens) if self.engine_overhead else 0
         self.frontend_s = float(e.frontend_s) if self.engine_overhead else 0.0
         """API-server latency per request (engine profile), added to TTFT and E2E by the replica."""
@@ -253,7 +259,8 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
             f = 1.0 + self._slow * ntok
             gtok = cudagraph_padded_tokens(ntok, self._graph_max) if self._graph_max else ntok
             kern_a = f * (self._token_time(gtok) + self._lm_head_time(ntok)
-                          + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nseq))
+                          + self._layers * (kern.attn_decode_floor_s + self._attn_dec_per_seq * nseq)) \
+                + self._gpu_ovh + self._gpu_seq * ntok  # ntok: sampled positions (k + 1 a sequence)
             cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
             if kd and self.engine_overhead:  # speculative bookkeeping per sequence (engine profile)
                 cpu += self._spec_cpu_s(B)
@@ -312,7 +319,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
         if B and speculation_depth and self.engine_overhead:  # speculative bookkeeping per sequence
             cpu += self._spec_cpu_s(B)
-        t = t * (1.0 + self._slow * ntok)
+        t = t * (1.0 + self._slow * ntok) + self._gpu_ovh + self._gpu_seq * (len(prefill_chunks) + B * q)
         if self._async:
             if cpu > t:
                 t = cpu

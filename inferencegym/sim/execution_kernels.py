@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 
 from inferencegym.sim.execution_params import EngineParams, KernelParams
 from inferencegym.sim.execution_rates import ACT_BYTES, dense_gemm_rates, dense_tier, expert_gemm_rates
-from inferencegym.sim.moe import MXFP4_HOPPER_PAD, MoECost, moe_kernel_efficiency
+from inferencegym.sim.moe import MXFP4_HOPPER_PAD, MoECost, moe_kernel_figures
 from inferencegym.sim.presets import GPUPreset, ModelPreset, QuantizationTier
 from inferencegym.sim.sliding_window import window_keys
 
@@ -103,7 +103,7 @@ class KernelCosts:
         self._elem_time_per_token = sum(self._elem_coef.values())
         # all-reduce after O and after down (TP > 1)
         lat, ar_bw = k.allreduce(t)
-        e_lat = self.engine.allreduce_latency_s if self.engine_overhead else None
+        e_lat = self.engine.engine_allreduce_latency_s(t) if self.engine_overhead else None
         if e_lat is not None and t > 1 and g.network_profile != "pcie":
             lat = min(lat, e_lat)
         self._ar_lat = lat
@@ -148,9 +148,8 @@ class KernelCosts:
                 gemm_floor_s=k.gemm_floor_s, act_eff_mem=k.act_eff_mem, elem_floor_s=k.elem_floor_s,
                 a2a_latency_s=k.allreduce(min(t * self.expert_parallel, 8))[0],
                 weight_time_factor=x.weight_time_factor,
-                grouped_compute_efficiency=moe_kernel_efficiency(
-                    m.moe_kernel, fp8=self.quantization.fp8_compute and not self.quantization.experts_only),
-                pad_to=pad)
+                pad_to=pad, **moe_kernel_figures(
+                    m.moe_kernel, fp8=self.quantization.fp8_compute and not self.quantization.experts_only))
         self._tok_cache: dict[int, float] = {}
         self._lm_cache: dict[int, float] = {}
 

@@ -119,6 +119,20 @@ class EngineParams:
     """Per sequence in the batch: sampling, detokenisation, bookkeeping."""
     per_token_s: float = 0.0
     """Per batched token (input preparation)."""
+    gpu_fixed_s: float = 0.0
+    """Per iteration: GPU time outside the profiled model kernels (the sampler's kernels over the
+    vocabulary, the input-preparation copies and index kernels of each step). It runs on the GPU's
+    stream, so asynchronous scheduling cannot hide it: it adds to the kernel time in both modes."""
+    sampler_s_per_logit: float = 0.0
+    """GPU seconds per sequence and vocabulary entry of the sampler that runs after every forward
+    pass (vLLM V1's PyTorch top-p path sorts each sequence's logits, then softmax, cumsum, mask,
+    scatter, softmax and ``probs / Exp(1)`` argmax over the vocabulary; every sequence of the
+    iteration is sampled, every tensor-parallel rank samples the gathered logits). Its part that
+    does not grow with the batch is in ``gpu_fixed_s``. GPU work: never hidden."""
+    gpu_per_layer_s: float = 0.0
+    """Per layer and iteration: GPU time between a layer's dependent kernels when the whole step runs
+    as one CUDA graph (each kernel waits for the previous one to drain and the next to be scheduled),
+    which per-op timings of independent copies leave out. Like ``gpu_fixed_s``, never hidden."""
     kernel_slowdown_per_token: float = 0.0
     """Kernel time is multiplied by ``1 + kernel_slowdown_per_token * n`` for an iteration of n
     batched tokens: end-to-end engines lose efficiency on very large iterations (observed in the
@@ -127,6 +141,10 @@ class EngineParams:
     """Latency of one tensor-parallel all-reduce with the engine's own kernel (vLLM's custom
     all-reduce over NVLink), used where it is below the GPU's NCCL profile; None: NCCL only.
     Not applied on PCIe-only GPUs (the custom kernel needs NVLink)."""
+    allreduce_latency_tp_s: tuple[tuple[int, float], ...] = ()
+    """``(tensor_parallel, latency_s)`` pairs overriding ``allreduce_latency_s`` for those degrees
+    (the engine's one-shot all-reduce reads every peer's buffer, so its latency grows with the
+    degree); degrees not listed use ``allreduce_latency_s``."""
     async_scheduling: bool = False
     """Asynchronous scheduling (vLLM V1, on by default since v0.14): the batch of step k+1 is fixed
     while step k runs (``vllm/v1/engine/core.py`` ``step_with_batch_queue``, two batches in flight).
@@ -192,10 +210,17 @@ class EngineParams:
         unknown = set(d) - known
         if unknown:
             raise ValueError(f"unknown engine calibration keys {sorted(unknown)}; valid: {sorted(known)}")
+        d = dict(d)
+        if "allreduce_latency_tp_s" in d:  # JSON lists -> hashable pairs
+            d["allreduce_latency_tp_s"] = tuple((int(t), float(v)) for t, v in d["allreduce_latency_tp_s"])
         return cls(**d)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def engine_allreduce_latency_s(self, tp: int) -> float | None:
+        """The engine's all-reduce latency at ``tp`` GPUs (None: the GPU's NCCL profile only)."""
+        return dict(self.allreduce_latency_tp_s).get(int(tp), self.allreduce_latency_s)
 
     def synchronous(self) -> EngineParams:
         """The same engine scheduling synchronously (``async_scheduling=False``)."""
@@ -249,6 +274,8 @@ def engine_params(profile: str) -> EngineParams:
         # the V1 engine figures as fitted over the 2024 kernels V0 ran (``calibration.fit``)
         v1 = EngineParams.from_dict({**cal["vllm-v1"], **cal.get("vllm-v0", {})})
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
+                                   gpu_fixed_s=0.0, gpu_per_layer_s=0.0, allreduce_latency_tp_s=(),
+                                   sampler_s_per_logit=0.0,
                                    api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
                                    spec_batch_expansion=True, spec_chunked_prefill=False,
                                    ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),

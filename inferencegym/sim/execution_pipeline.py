@@ -41,6 +41,8 @@ class PipelineCosts:
     pipeline_parallel: int
     _slow: float
     _ovh_fixed: float
+    _gpu_ovh: float
+    _gpu_seq: float
     _ovh_seq: float
     _ovh_tok: float
     _async: bool
@@ -75,7 +77,7 @@ class PipelineCosts:
             ntok += tok
             kern = st.iteration_time_s(pf, b, ctx, 0) * (1.0 + self._slow * tok)
             stage.append(kern / P + p2p_time_s(tok, self.model.hidden_size, self._p2p_bw, self._p2p_lat))
-        t = step_time_s(stage, P, m)
+        t = step_time_s(stage, P, m) + self._gpu_ovh + self._gpu_seq * nseq
         cpu = self._ovh_fixed + self._ovh_seq * nseq + self._ovh_tok * ntok
         if self._async:
             return t if t >= cpu else cpu

@@ -106,8 +106,9 @@ class SpeculativeCosts:
 
     def _draft_pass_coeffs(self, B: int) -> tuple[float, float]:
         """One draft decode pass at batch B: (a, b) in the draft's total context, including the
-        draft's own launch overhead (per layer and per sequence; the fixed per-iteration cost, CPU-side
-        scheduling and input preparation, is paid once per engine step)."""
+        draft's own launch overhead (per layer and per sequence) and its layers' GPU time between
+        graph-replayed kernels (``gpu_per_layer_s``); the fixed per-iteration cost, CPU-side
+        scheduling and input preparation, is paid once per engine step."""
         e = self.engine
         if self.spec_method == "ngram":  # CPU prompt lookup, per sequence
             if not self.engine_overhead:
@@ -118,7 +119,7 @@ class SpeculativeCosts:
         a, b = dm.decode_coeffs(B, 0)
         if self.engine_overhead:
             f = 1.0 + self._slow * B
-            a = f * a + dm._layers * e.per_layer_s + e.per_seq_s * B
+            a = f * a + dm._layers * (e.per_layer_s + e.gpu_per_layer_s) + e.per_seq_s * B
             b = f * b
         return a, b
 

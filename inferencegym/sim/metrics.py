@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .tbt_small import one_value_figures, small_percentiles
+
 NAN = math.nan
 
 
@@ -68,7 +70,11 @@ class TBTRecorder:
         return float((w * (n * d0 + st * n * (n - 1) / 2)).sum() / tw)
 
     def percentiles(self, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
-        return weighted_arith_percentiles(*self.arrays(), qs)
+        small = small_percentiles(self.d0, self.step, self.n, self.w, qs)  # (numpy's floats)
+        if small is not None:
+            return small
+        ov = one_value_figures(self.d0, self.step, self.n, self.w, qs)
+        return ov[0] if ov is not None else weighted_arith_percentiles(*self.arrays(), qs)
 
 
 class ReplicaWindow:
@@ -227,40 +233,6 @@ def _count_le(x: float, d0, step, n, w) -> float:
         k = np.where(step > 0, np.floor((x - d0) / step) + 1.0, np.where(d0 <= x, n, 0.0))
     k = np.minimum(np.maximum(k, 0.0), n)
     return float((k * w).sum())
-
-
-def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
-    """Percentiles (linear interpolation, numpy's default) or NaN for an empty sample."""
-    if isinstance(values, list) and 0 < len(values) <= 64:  # [env engineer, issue 5] fast path
-        small = _small_pct(values, qs)
-        if small is not None:
-            return small
-    a = np.asarray(values, float)
-    if a.size == 0:
-        return [NAN for _ in qs]
-    return [float(v) for v in np.percentile(a, qs)]
-
-
-# ---- [added by the env engineer, issue 5] ---------------------------------------------------
-def _small_pct(values: list, qs: tuple[float, ...]) -> list[float] | None:
-    """numpy's default ("linear") percentile in plain Python for short lists: bit-identical to
-    ``np.percentile`` (checked on 20,000 random samples) and ~10x faster below ~64 values, which is
-    what window_stats() sees once per env step. None when a value is NaN (numpy handles those)."""
-    a = sorted(float(v) for v in values)
-    if a[-1] != a[-1] or a[0] != a[0]:
-        return None
-    n = len(a)
-    out = []
-    for q in qs:
-        vi = (n - 1) * (q / 100.0)
-        lo = math.floor(vi)
-        g = vi - lo
-        lo = min(max(int(lo), 0), n - 1)
-        x, y = a[lo], a[min(lo + 1, n - 1)]
-        d = y - x
-        out.append(y - d * (1.0 - g) if g >= 0.5 else x + d * g)
-    return out
-# ---- end of the env engineer's block ---------------------------------------------------------
 
 
 def pdict(values: list[float]) -> dict[str, float]:

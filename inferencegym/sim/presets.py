@@ -49,6 +49,12 @@ class GPUPreset:
     """Calibration key of the all-reduce profile (Vidur network profile family)."""
     calibrated: bool
     """True when kernel efficiencies were fitted on measured profiles of this GPU."""
+    sm_count: int = 0
+    """Streaming multiprocessors (datasheet; 0: unknown). With ``sm_clock_ghz``, the SM cycles per second
+    that bound a latency-limited weight stream (the grouped MoE GEMMs, ``moe.MOE_KERNEL_STREAM_BYTES_PER_SM_CYCLE``);
+    0 leaves that bound out."""
+    sm_clock_ghz: float = 0.0
+    """SM boost clock, GHz (datasheet; 0: unknown)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -226,15 +232,17 @@ class QuantizationTier:
 
 _GPUS: dict[str, GPUPreset] = {
     # NVIDIA A100 SXM4 80GB datasheet: 312 TF FP16 dense, 624 TOPS INT8 dense, 2,039 GB/s HBM2e,
-    # NVLink 3 600 GB/s total (300 GB/s per direction); DGX A100: 200 Gb/s HDR IB per GPU.
+    # NVLink 3 600 GB/s total (300 GB/s per direction); DGX A100: 200 Gb/s HDR IB per GPU; 108 SMs at
+    # 1,410 MHz boost (NVIDIA A100 Tensor Core GPU Architecture whitepaper).
     "a100-80gb": GPUPreset(
         name="a100-80gb", fp16_tflops=312.0, int8_tops=624.0,
         cuda_core_tflops=19.5, mem_gbytes_per_s=2039.0,
         memory_gbytes=80.0, memory_bytes=80 * GIB, intra_node_gbytes_per_s=300.0,
         inter_node_gbytes_per_s=25.0, gpu_hour_usd=1.79, network_profile="a100",
-        calibrated=True),
+        calibrated=True, sm_count=108, sm_clock_ghz=1.41),
     # NVIDIA H100 SXM5 80GB datasheet: 989 TF FP16, 1,979 TOPS INT8, 1,979 TF FP8 dense, 3.35 TB/s HBM3,
-    # NVLink 4 900 GB/s total (450 per direction); DGX H100: 400 Gb/s NDR IB per GPU. Memory: the total
+    # NVLink 4 900 GB/s total (450 per direction); DGX H100: 400 Gb/s NDR IB per GPU; 132 SMs at 1,980 MHz
+    # boost (NVIDIA H100 Tensor Core GPU Architecture whitepaper: 989 TF = 132 x 4 x 512 x 2 x 1.98 GHz). Memory: the total
     # the device reports to CUDA (what vLLM multiplies by gpu_memory_utilization), 85,017,493,504 B =
     # 79.18 GiB, measured with torch.cuda.mem_get_info on an H100 80GB HBM3 (benchmarks/results/
     # sampler_memory_h100.json; nvidia-smi: 81,559 MiB).
@@ -243,7 +251,7 @@ _GPUS: dict[str, GPUPreset] = {
         cuda_core_tflops=66.9, mem_gbytes_per_s=3350.0,
         memory_gbytes=80.0, memory_bytes=85_017_493_504, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=2.99, network_profile="h100",
-        calibrated=True),
+        calibrated=True, sm_count=132, sm_clock_ghz=1.98),
     # NVIDIA H200 SXM 141GB datasheet: the H100 SXM's GH100 compute (989 TF FP16 dense, 1,979 TOPS
     # INT8 dense) with 141 GB of HBM3e at 4.8 TB/s; NVLink 4 (900 GB/s total), same NVSwitch network
     # as DGX H100. The device reports ~140 GiB (torch total_memory 139.7 GiB on the profiled H200).
@@ -253,23 +261,23 @@ _GPUS: dict[str, GPUPreset] = {
         cuda_core_tflops=66.9, mem_gbytes_per_s=4800.0,
         memory_gbytes=141.0, memory_bytes=140 * GIB, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=4.00, network_profile="h100",
-        calibrated=True),
-    # NVIDIA A10 datasheet (the A10G of AWS g5 is the same GA102 part): 125 TF FP16 dense,
+        calibrated=True, sm_count=132, sm_clock_ghz=1.98),
+    # NVIDIA A10 datasheet (the A10G of AWS g5 is the same GA102 part; 72 SMs, 1,695 MHz): 125 TF FP16 dense,
     # 250 TOPS INT8 dense, 600 GB/s GDDR6, 24 GB, PCIe Gen4 x16 (~32 GB/s per direction).
     "a10g-24gb": GPUPreset(
         name="a10g-24gb", fp16_tflops=125.0, int8_tops=250.0,
         cuda_core_tflops=31.2, mem_gbytes_per_s=600.0,
         memory_gbytes=24.0, memory_bytes=24 * GIB, intra_node_gbytes_per_s=32.0,
         inter_node_gbytes_per_s=12.5, gpu_hour_usd=1.006, network_profile="pcie",
-        calibrated=False),
-    # NVIDIA L40S datasheet: 362 TF FP16 dense, 733 TOPS INT8 / 733 TF FP8 dense (Ada), 864 GB/s GDDR6, 48 GB,
+        calibrated=False, sm_count=72, sm_clock_ghz=1.695),
+    # NVIDIA L40S datasheet (142 SMs, 2,520 MHz boost): 362 TF FP16 dense, 733 TOPS INT8 / 733 TF FP8 dense (Ada), 864 GB/s GDDR6, 48 GB,
     # PCIe Gen4 x16, no NVLink.
     "l40s-48gb": GPUPreset(
         name="l40s-48gb", fp16_tflops=362.0, int8_tops=733.0, fp8_tflops=733.0,
         cuda_core_tflops=91.6, mem_gbytes_per_s=864.0,
         memory_gbytes=48.0, memory_bytes=48 * GIB, intra_node_gbytes_per_s=32.0,
         inter_node_gbytes_per_s=25.0, gpu_hour_usd=1.861, network_profile="pcie",
-        calibrated=False),
+        calibrated=False, sm_count=142, sm_clock_ghz=2.52),
 }
 
 _MODELS: dict[str, ModelPreset] = {
@@ -336,6 +344,12 @@ _MODELS: dict[str, ModelPreset] = {
     "llama-3.2-1b": ModelPreset(
         name="llama-3.2-1b", num_layers=16, hidden_size=2048, num_heads=32, num_kv_heads=8,
         ffn_size=8192, vocab_size=128256, tied_embeddings=True, hf_id="meta-llama/Llama-3.2-1B"),
+    # meta-llama/Llama-3.2-3B config.json: 28 layers, hidden 3,072, 24 heads, 8 KV heads (head_dim 128),
+    # intermediate 8,192, vocabulary 128,256, tied embeddings: 3.21B parameters, the dense model of
+    # Qwen3-30B-A3B's active size (3.3B; the MoE speed budget's comparator).
+    "llama-3.2-3b": ModelPreset(
+        name="llama-3.2-3b", num_layers=28, hidden_size=3072, num_heads=24, num_kv_heads=8,
+        ffn_size=8192, vocab_size=128256, tied_embeddings=True, hf_id="meta-llama/Llama-3.2-3B"),
     # Used to fit the engine overhead on SplitwiseSim's measured times (not a Llama: plain GELU MLP,
     # ALiBi, MHA). bigscience/bloom config: 70 layers, 14336 hidden, 112 heads, vocab 250880.
     "bloom-176b": ModelPreset(

@@ -104,7 +104,7 @@ class Replica(ReplicaAdmission):
         self.tier_tokens = [0, 0, 0]  # first admissions: prompt tokens looked up, GPU hits, CPU hits
         if config.cpu_kv_gb > 0 and config.prefix_caching:
             self.cpu = CPUKVTier.for_model(model, cpu_kv_gb=config.cpu_kv_gb, block_size=config.block_size,
-                                           link_gb_s=config.cpu_kv_link_gb_s)
+                                           link_gb_s=config.cpu_kv_link_gb_s, connector=config.cpu_kv_connector)
             self.kv.spill = self.cpu.offload
 
     # ------------------------------------------------------------------ configuration
@@ -300,7 +300,8 @@ class Replica(ReplicaAdmission):
             self.state = PAUSE
             self.seg_end = now + stall
             return self.seg_end
-        for _ in range(2):
+        tries = 2
+        while True:
             self.preempted_in_plan = False
             self.blocked = False
             chunks, with_dec = self.scheduler.plan(self)
@@ -311,7 +312,8 @@ class Replica(ReplicaAdmission):
                     decodes = self.running[:]
             else:
                 decodes = []
-            if chunks or decodes or not self.blocked:
+            tries -= 1
+            if chunks or decodes or not self.blocked or not tries:
                 break
             self.cutoff = _INF  # asynchronous scheduling with no step in flight: nothing to wait for
         if not chunks and not decodes:

@@ -105,6 +105,10 @@ class ReplicaAdmission(ReplicaAdvance):
         self._kv_advance(self.now)
         if chit:  # reloaded from the CPU tier (read before the allocation below may spill to it)
             self.reload_debt_s += self.cpu.reload(r.block_hashes, hit, chit)
+        if self.cpu is not None and self.cpu.store_bytes_per_s and not transfer:
+            # LMCache stores the prompt KV this prefill computes (charged with its first chunk)
+            self.reload_debt_s += self.cpu.store_time_s(r.prompt_tokens - (hit + chit) * kv.block_size,
+                                                        kv.block_size)
         kv.admit(r, need, hit)
         if chit:  # the reloaded blocks are new GPU blocks, named at once
             kv.commit(r, hit + chit)

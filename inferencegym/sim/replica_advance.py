@@ -127,7 +127,7 @@ class ReplicaAdvance:
         back = 0
         over = 0  # tokens past a request's end (multi-step blocks only)
         win = self.win
-        gaps: dict = {}  # stalled sequences with equal gaps -> one weighted sample
+        gaps: dict | None = None  # stalled sequences with equal gaps -> one weighted sample
         multi = win.ttbt is not None
         if multi:
             nt = self.n_tenants
@@ -144,6 +144,8 @@ class ReplicaAdvance:
                     t_back[r.tenant] += 1
             else:
                 g0 = t0 - lt + d0
+                if gaps is None:
+                    gaps = {}
                 if multi:
                     tw = gaps.get(g0)
                     if tw is None:
@@ -171,6 +173,12 @@ class ReplicaAdvance:
                 r.kv_blocks = nb
         if multi:
             win.add_run(d0, step, k, back, B, gaps, t_back, t_all)
+        elif gaps is None and back == B:  # every sequence back to back, one tenant: add_run's one record
+            rec = win.tbt
+            rec.d0.append(d0)
+            rec.step.append(step)
+            rec.n.append(k)
+            rec.w.append(B)
         else:
             win.add_run(d0, step, k, back, B, gaps, None, None)
         if extra:

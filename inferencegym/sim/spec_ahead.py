@@ -94,6 +94,15 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
         S += r.kv_tokens
     prop = B * k
     js = [0] * B
+    rec = win.tbt  # (a window reset cannot come inside this call: the recorders stay)
+    d0a, wa, rstep, rn = rec.d0.append, rec.w.append, rec.step, rec.n
+    zeros, ones = [0.0] * B, [1] * B  # every record here is one value: step 0.0, n 1, added in bulk
+    if ttbt is not None:  # per sequence: its tenant's record appends; per tenant: records per iteration
+        tapp = [(ttbt[r.tenant].d0.append, ttbt[r.tenant].w.append) for r in decodes]
+        tcnt = [0] * len(ttbt)
+        for r in decodes:
+            tcnt[r.tenant] += 1
+        tbulk = [(tr.step, tr.n, [0.0] * c, [1] * c) for tr, c in zip(ttbt, tcnt) if c]
     buf = rep._ubuf
     ui = rep._ui
     while e <= lim:
@@ -122,28 +131,21 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
         recent_append(e - t0)
         if async_sched:
             rep.cutoff = t0
-        rec = win.tbt
-        d0a, sta, na, wa = rec.d0.append, rec.step.append, rec.n.append, rec.w.append
         toks = 0
         short = 0
         grow = None
         s = 0
         for r in decodes:
             n = js[s]
-            s += 1
             g = e - r.last_token_s
             per = g / n
-            fn = float(n)
             d0a(per)
-            sta(0.0)
-            na(1)
-            wa(fn)
+            wa(n)  # (an int weight: the same float in ``TBTRecorder.arrays``)
             if ttbt is not None:
-                tr = ttbt[r.tenant]
-                tr.d0.append(per)
-                tr.step.append(0.0)
-                tr.n.append(1)
-                tr.w.append(fn)
+                td, tw = tapp[s]
+                td(per)
+                tw(n)
+            s += 1
             if per > r.tbt_max_s:
                 r.tbt_max_s = per
             r.tbt_sum_s += g
@@ -159,6 +161,12 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
                     grow = [(r, nb)]
                 else:
                     grow.append((r, nb))
+        rstep += zeros
+        rn += ones
+        if ttbt is not None:
+            for tst, tn, tz, to in tbulk:
+                tst += tz
+                tn += to
         win.spec_proposed += prop
         win.spec_accepted += toks - B
         win.tokens_out += toks

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pct, pdict, weighted_arith_percentiles
+from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pdict, weighted_arith_percentiles
 from .slo import meets_slo
+from .tbt_small import one_value_figures, pct, small_mean, small_percentiles
 
 if TYPE_CHECKING:
     from .config import TenantSpec
@@ -74,9 +75,14 @@ class RunLedger:
 
 
 def _mean(xs: list) -> float:
-    """``float(np.mean(xs))``; one value (one replica) is returned as numpy returns it (x / 1)."""
-    if len(xs) == 1:
+    """``float(np.mean(xs))``; one value (one replica) is returned as numpy returns it (x / 1), and
+    fewer than 8 values are summed in order as numpy's pairwise sum does below its 8-wide blocks
+    (bit-equal, ``tests/sim/test_sim_hot_path.py``) without its reduction set-up."""
+    n = len(xs)
+    if n == 1:
         return xs[0] / 1.0
+    if 1 < n < 8:
+        return sum(xs) / n
     return float(np.mean(xs))
 
 
@@ -131,38 +137,58 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             alloc += r.kv_blocks * rep.kv.block_size
             used_tok += r.kv_tokens
     first = [r for rep in replicas for r in rep.win.first]
-    tbt_arrays = tbt.arrays()
-    tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
+    # a small window's figures in plain Python, a window of one-value records (speculative steps)
+    # from its values and weights only (bit for bit numpy's, ``tbt_small.py``), else numpy
+    d0s, steps, ns, ws = tbt.d0, tbt.step, tbt.n, tbt.w
+    tbt_p = small_percentiles(d0s, steps, ns, ws, (50, 90, 99))
+    ov = None if tbt_p is not None else one_value_figures(d0s, steps, ns, ws, (50, 90, 99))
+    if ov is not None:
+        tbt_p, tbt_mean = ov
+    else:
+        tbt_mean = small_mean(d0s, steps, ns, ws)
+        if tbt_p is None or tbt_mean is None:
+            tbt_arrays = tbt.arrays()
+            if tbt_p is None:
+                tbt_p = weighted_arith_percentiles(*tbt_arrays, (50, 90, 99))
+            if tbt_mean is None:
+                tbt_mean = _arith_mean(*tbt_arrays)
     done = ledger.win_done
     slo_ok = ledger.win_ok
+    ttft_p = pct([r.first_token_s - r.arrival_s for r in first])
+    e2e_p = pct([r.completion_s - r.arrival_s for r in done])
+    tpot_p = pct([r.tpot_s for r in done if r.output_tokens > 1])
     tstats = {}
     for ti, ts in enumerate(tenants):
-        fd = [r for r in first if r.tenant == ti]
-        dd = [r for r in done if r.tenant == ti]
-        ok = [k for r, k in zip(done, slo_ok) if r.tenant == ti]
-        if len(tenants) == 1:
-            ttb_p = tbt_p
+        if len(tenants) == 1:  # every request is tenant 0's: the window's own figures
+            n_done, ok, t_ttft, t_tpot, t_e2e, ttb_p = len(done), slo_ok, ttft_p, tpot_p, e2e_p, tbt_p
         else:
+            fd = [r for r in first if r.tenant == ti]
+            dd = [r for r in done if r.tenant == ti]
+            ok = [k for r, k in zip(done, slo_ok) if r.tenant == ti]
+            n_done = len(dd)
+            t_ttft = pct([r.first_token_s - r.arrival_s for r in fd])
+            t_tpot = pct([r.tpot_s for r in dd if r.output_tokens > 1])
+            t_e2e = pct([r.completion_s - r.arrival_s for r in dd])
             ttb = TBTRecorder()
             for rep in replicas:
                 ttb.extend(rep.win.ttbt[ti])
             ttb_p = ttb.percentiles()
         tstats[ts.name] = TenantWindowStats(
-            name=ts.name, completions=len(dd),
-            ttft_s=pdict(pct([r.first_token_s - r.arrival_s for r in fd])),
+            name=ts.name, completions=n_done,
+            ttft_s=pdict(t_ttft),
             tbt_s=pdict(ttb_p),
-            tpot_s=pdict(pct([r.tpot_s for r in dd if r.output_tokens > 1])),
-            e2e_s=pdict(pct([r.completion_s - r.arrival_s for r in dd])),
+            tpot_s=pdict(t_tpot),
+            e2e_s=pdict(t_e2e),
             slo_attainment=(sum(ok) / len(ok)) if ok else math.nan)
     return WindowStats(
         start_s=start, end_s=now, arrivals=ledger.win_arrivals, completions=len(done),
         rejections=ledger.win_rejections, preemptions=preempt,
-        ttft_s=pdict(pct([r.first_token_s - r.arrival_s for r in first])),
+        ttft_s=pdict(ttft_p),
         tbt_s=pdict(tbt_p),
-        e2e_s=pdict(pct([r.completion_s - r.arrival_s for r in done])),
-        tpot_s=pdict(pct([r.tpot_s for r in done if r.output_tokens > 1])),
+        e2e_s=pdict(e2e_p),
+        tpot_s=pdict(tpot_p),
         queueing_delay_s=pdict(pct([r.first_scheduled_s - r.arrival_s for r in first])),
-        tbt_mean_s=_arith_mean(*tbt_arrays),
+        tbt_mean_s=tbt_mean,
         throughput_tok_s=tokens / dur if dur > 0 else 0.0,
         throughput_req_s=len(done) / dur if dur > 0 else 0.0,
         goodput_req_s=sum(slo_ok) / dur if dur > 0 else 0.0,
@@ -176,7 +202,7 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
         output_tokens=tokens, gpu_seconds=gpu_s, cost_usd=cost,
         cost_per_1k_tokens=cost / (tokens / 1000.0) if tokens else math.nan,
         spec_acceptance_rate=acc / prop if prop else math.nan,
-        quality_delta=qsum / tokens if tokens else float(np.mean([r.quality for r in replicas])),
+        quality_delta=qsum / tokens if tokens else _mean([r.quality for r in replicas]),
         prefix_hit_rate=hit_tok / q_tok if q_tok else math.nan,
         prefix_cached_tokens=hit_tok,
         prefix_cache_occupancy=_mean(cache_occ),

@@ -22,7 +22,7 @@ Tasks (``replicas`` is the default size; any 2..64 works through :func:`cluster_
     the tail.
 ``cluster_heterogeneous``
     Mixed replicas: H100 x2 (tensor parallel 2) alternating with A100 x1. The H100 replicas serve
-    1.9x the requests per second, so round-robin (equal shares) gives each A100 1.16x its capacity at
+    3.6x the requests per second, so round-robin (equal shares) gives each A100 1.85x its capacity at
     80 % of the cluster's capacity, and its queue grows for the whole episode.
 ``cluster_bursty_multitenant``
     Markov-modulated on/off bursts, unannounced mega-prompts and two tenants (an interactive priority
@@ -139,7 +139,7 @@ register_task(_with_rates(TaskSpec(
     tenants=_ONE_TENANT,
     workload=WorkloadSpec(process="poisson", length_fit="azure_conv",
                           max_prompt_tokens=4096, max_output_tokens=1024),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.5,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.4,),
                            load_fraction=0.8),
     **_COMMON)))
 
@@ -152,7 +152,7 @@ register_task(_with_rates(TaskSpec(
     workload=WorkloadSpec(process="poisson", length_fit="azure_conv",
                           max_prompt_tokens=4096, max_output_tokens=1024),
     cluster=ClusterOptions(replica_hardware=(("h100-80gb", 2), ("a100-80gb", 1)),
-                           capacity_rps=(11.7, 3.5), load_fraction=0.8),
+                           capacity_rps=(12.3, 3.4), load_fraction=0.8),
     **_COMMON)))
 
 register_task(_with_rates(TaskSpec(
@@ -167,7 +167,7 @@ register_task(_with_rates(TaskSpec(
                           tenant_shares=(0.4, 0.6), tenant_rate_profile=("modulated", "modulated"),
                           mega_prompt_rate_per_s=0.1, mega_prompt_tokens=12000,
                           mega_prompt_output_tokens=32, mega_prompt_tenant=1),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.5,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.4,),
                            load_fraction=0.75, burst_ratio=3.0),
     **_COMMON)))
 
@@ -187,7 +187,7 @@ register_task(_with_rates(TaskSpec(
                                                    prefix_tokens=(3000.0, 0.3),
                                                    message_tokens=(150.0, 0.8),
                                                    output_tokens=(100.0, 0.8))),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.8,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(3.7,),
                            load_fraction=0.9),
     **_COMMON)))
 
@@ -207,7 +207,7 @@ register_task(_with_rates(TaskSpec(
                                                    unique_prompt_tokens=(800.0, 0.8),
                                                    output_tokens=(180.0, 0.7), turns=(5.0, 0.5),
                                                    think_time_s=(8.0, 0.5))),
-    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.9,),
+    cluster=ClusterOptions(replica_hardware=(("a100-80gb", 1),), capacity_rps=(2.8,),
                            load_fraction=0.9),
     **_COMMON)))
 

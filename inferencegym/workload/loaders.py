@@ -19,6 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .arrow_np import to_numpy
 from .limits import INT64_MAX, MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
 from .prefix_loaders import detect_prefix_format
 from .trace import Workload
@@ -259,9 +260,9 @@ def _iter_blocks(path, format, fmt, cols, source, read_opts, conv, keep_failed, 
                 fail(f"row {row + bad} (line {row + bad + 1}), column '{cols[canon]}': empty or NaN value (expected a number)")
             arrays[canon] = col
         if fmt.time_kind == "datetime":
-            t = arrays["time"].cast(pa.int64()).to_numpy()
+            t = to_numpy(arrays["time"].cast(pa.int64()))
         else:
-            t = arrays["time"].to_numpy()
+            t = to_numpy(arrays["time"])
             if not np.all(np.isfinite(t)):
                 bad = int(np.flatnonzero(~np.isfinite(t))[0])
                 fail(f"row {row + bad} (line {row + bad + 1}), column '{cols['time']}': "
@@ -274,8 +275,8 @@ def _iter_blocks(path, format, fmt, cols, source, read_opts, conv, keep_failed, 
                 bad = int(np.argmin(t))
                 fail(f"row {row + bad} (line {row + bad + 1}), column '{cols['time']}': "
                      f"simulator times must be >= 0, got {t[bad]}")
-        prompt = arrays["prompt"].to_numpy()
-        output = arrays["output"].to_numpy()
+        prompt = to_numpy(arrays["prompt"])
+        output = to_numpy(arrays["output"])
         for canon, arr in (("prompt", prompt), ("output", output)):
             if arr.size and arr.min() < 0:
                 bad = int(np.argmin(arr))
@@ -300,7 +301,7 @@ def _iter_blocks(path, format, fmt, cols, source, read_opts, conv, keep_failed, 
         for canon, _col, kind in fmt.optional:
             if canon in arrays:
                 if kind == "int":
-                    v = arrays[canon].to_numpy()
+                    v = to_numpy(arrays[canon])
                     if v.size and v.min() < 0:
                         bad = int(np.argmin(v))
                         fail(f"row {row + bad} (line {row + bad + 1}), column '{cols[canon]}': "
@@ -344,7 +345,7 @@ def _batches_to_workload(batches, path: Path, format: str, sort: bool) -> Worklo
     for k, v in extras.items():
         if k in ("model", "log_type"):
             enc = pa.chunked_array(v).combine_chunks().dictionary_encode()
-            labels[k] = (np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int32),
+            labels[k] = (np.asarray(to_numpy(enc.indices), np.int32),
                          tuple(str(x) for x in enc.dictionary.to_pylist()))
         else:
             extra[k] = np.concatenate(v)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arrow_np import to_numpy
 from .hashchain import check_chain
 from .jsonio import parse_json_line
 from .limits import INT64_MAX, MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
@@ -199,15 +200,15 @@ def load_prefix_trace(path: str | Path, format: str = "auto", *, trace_block_tok
         if col.null_count:
             fail(int(np.flatnonzero(np.asarray(col.is_null()))[0]), name, f"missing value (expected {_WANT[kind]})")
         cols[name] = col
-    t = cols["timestamp"].to_numpy() * fmt.time_unit_s
+    t = to_numpy(cols["timestamp"]) * fmt.time_unit_s
     if not np.all(np.isfinite(t)):
         fail(int(np.flatnonzero(~np.isfinite(t))[0]), "timestamp", "expected a finite number")
     if t.size and np.abs(t).max() > MAX_TRACE_TIME_S:
         k = int(np.argmax(np.abs(t)))
         fail(k, "timestamp", f"expected |t| <= {MAX_TRACE_TIME_S:g} s after the format's unit, "
                              f"got {t[k]:g} s")
-    prompt = cols["input_length"].to_numpy()
-    output = cols["output_length"].to_numpy()
+    prompt = to_numpy(cols["input_length"])
+    output = to_numpy(cols["output_length"])
     for name, arr in (("input_length", prompt), ("output_length", output)):
         if arr.size and arr.min() < 0:
             k = int(np.argmin(arr))
@@ -220,8 +221,8 @@ def load_prefix_trace(path: str | Path, format: str = "auto", *, trace_block_tok
              "timestamps must be non-decreasing (this row is earlier than the one before); "
              "sort the file first (sort=True or --sort)")
     ids = cols["hash_ids"]
-    offsets = ids.offsets.to_numpy()
-    flat = ids.flatten().to_numpy()
+    offsets = to_numpy(ids.offsets)
+    flat = to_numpy(ids.flatten())
     counts = np.diff(offsets)
     too_many = counts > -(-prompt // block)
     negative = np.zeros(len(t), bool)
@@ -236,7 +237,7 @@ def load_prefix_trace(path: str | Path, format: str = "auto", *, trace_block_tok
     chains = np.empty(len(t), dtype=object)
     for i in range(len(t)):
         chains[i] = flat[offsets[i]:offsets[i + 1]]
-    ints = {new: cols[old].to_numpy() for old, new in _INT_COLUMNS.items() if old in cols}
+    ints = {new: to_numpy(cols[old]) for old, new in _INT_COLUMNS.items() if old in cols}
     labels = {"type": np.asarray(cols["type"].to_pylist(), dtype=object)} if "type" in cols else None
     keep = np.ones(len(t), bool) if keep_failed else output > 0
     t = t - (t.min() if t.size else 0.0)

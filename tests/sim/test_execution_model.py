@@ -47,7 +47,7 @@ def test_all_target_presets_have_public_config_shapes():
     # Public configs (Hugging Face): total parameter counts within 3% of the advertised sizes.
     sizes = {"llama-2-7b": 6.74e9, "llama-2-13b": 13.0e9, "llama-2-70b": 69.0e9,
              "llama-3-8b": 8.03e9, "llama-3-70b": 70.6e9, "tinyllama-1.1b": 1.1e9,
-             "llama-3.2-1b": 1.24e9}
+             "llama-3.2-1b": 1.24e9, "llama-3.2-3b": 3.21e9}
     for name, n in sizes.items():
         assert get_model(name).num_params == pytest.approx(n, rel=0.03), name
 

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 from sim_util import cfg, clone_with_hashes, prefix_requests, run
 
 from inferencegym.sim import Request, TenantSpec
-from inferencegym.sim.cpu_kv import ROUTER_CPU_WEIGHT, CPUKVTier
+from inferencegym.sim.cpu_kv import (
+    LMCACHE_CALL_S,
+    LMCACHE_CHUNK_TOKENS,
+    LMCACHE_RETRIEVE_GB_S,
+    LMCACHE_STORE_GB_S,
+    ROUTER_CPU_WEIGHT,
+    CPUKVTier,
+)
 from inferencegym.sim.execution import ExecutionModel
 
 
@@ -74,16 +81,17 @@ def test_capacity_follows_host_memory_and_kv_bytes():
        replicas=st.integers(1, 3), kv_frac=st.sampled_from([0.005, 0.01, 0.03]),
        cpu_gb=st.sampled_from([0.05, 0.5, 20.0]), n_prefixes=st.integers(1, 8), rate=st.floats(2.0, 30.0),
        disagg=st.booleans(), prio=st.booleans(),
-       router=st.sampled_from(["round_robin", "llmd_precise", "dynamo_kv", "least_kv_load"]))
+       router=st.sampled_from(["round_robin", "llmd_precise", "dynamo_kv", "least_kv_load"]),
+       connector=st.sampled_from(["offload", "lmcache"]))
 def test_cpu_tier_invariants_at_every_event(seed, scheduler, replicas, kv_frac, cpu_gb, n_prefixes, rate,
-                                            disagg, prio, router):
+                                            disagg, prio, router, connector):
     """GPU invariants hold with the tier, the tier never exceeds its capacity, per-tier hits add up
     to each request's cached tokens (counted once), every request completes or is rejected."""
     rng = np.random.default_rng(seed)
     reqs = prefix_requests(rng, rate=rate, duration_s=4.0, n_prefixes=n_prefixes, tenants=2, priority_tenant=1)
     c = cfg(scheduler=scheduler, router=router, num_replicas=replicas, kv_budget_fraction=kv_frac,
             cpu_kv_gb=cpu_gb, disaggregate=disagg and replicas > 1, prefill_replicas=1, priority_routing=prio,
-            tenants=(TenantSpec(name="be"), TenantSpec(name="p", priority=1)))
+            tenants=(TenantSpec(name="be"), TenantSpec(name="p", priority=1)), cpu_kv_connector=connector)
     cl = run(c, reqs, seed=seed, check_invariants=True)
     q = g = cpu = 0
     for rep in cl.replicas:
@@ -128,3 +136,42 @@ def test_published_view_and_routers_see_the_cpu_tier():
     req = Request(req_id=10_000, arrival_s=cl.now_s, prompt_tokens=16 * 101, output_tokens=1,
                   block_hashes=chain + ((g0, "new"),))
     assert cl.published_cached_tokens(rep.id, req) == (gpu + cpu) * 16
+
+
+def test_lmcache_connector_hits_whole_chunks_and_stores_synchronously():
+    """LMCache's connector: hits count whole 256-token chunks from the prompt's start, reloads and
+    stores run at LMCache's logged rates (capped by the link) plus a per-call cost."""
+    m = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb")
+    lm = CPUKVTier.for_model(m, cpu_kv_gb=50.0, block_size=16, link_gb_s=25.0, connector="lmcache")
+    off = CPUKVTier.for_model(m, cpu_kv_gb=50.0, block_size=16, link_gb_s=25.0)
+    cb = LMCACHE_CHUNK_TOKENS // 16
+    assert lm.chunk_blocks == cb == 16 and off.chunk_blocks == 1
+    hs = tuple(range(40))
+    for t in (lm, off):
+        for h in hs[:37]:
+            t.offload(h)
+    # GPU hit of 5 blocks: 37 held blocks reach 32 = two whole chunks from the start -> 27 to reload
+    assert off.match(hs, 5, 40) == 32 and lm.match(hs, 5, 40) == 2 * cb - 5
+    assert lm.match(hs, 20, 40) == 2 * cb - 20 and lm.match(hs, 33, 40) == 0
+    b = 16 * m.kv_bytes_per_token
+    assert abs(lm.reload_time_s(10) - (LMCACHE_CALL_S + 10 * b / (LMCACHE_RETRIEVE_GB_S * 1e9))) < 1e-12
+    assert abs(lm.store_time_s(160, 16) - (LMCACHE_CALL_S + 10 * b / (LMCACHE_STORE_GB_S * 1e9))) < 1e-12
+    assert off.store_time_s(160, 16) == 0.0 and lm.stored_tokens == 160
+    slow = CPUKVTier.for_model(m, cpu_kv_gb=50.0, block_size=16, link_gb_s=5.0, connector="lmcache")
+    assert abs(slow.link_bytes_per_s - 5e9) < 1 and abs(slow.store_bytes_per_s - 5e9) < 1
+
+
+def test_lmcache_connector_pays_its_store_on_the_critical_path():
+    base = dict(model="llama-2-7b", gpu="a100-80gb", kv_budget_fraction=0.05, num_replicas=1, cpu_kv_gb=40.0)
+    off = run(cfg(**base), _group_requests(n=150), check_invariants=True)
+    lm = run(cfg(cpu_kv_connector="lmcache", **base), _group_requests(n=150), check_invariants=True)
+    assert lm.replicas[0].cpu.stored_tokens > 0 and off.replicas[0].cpu.stored_tokens == 0
+    assert np.mean(lm.results()["ttft_s"]) > np.mean(off.results()["ttft_s"])
+    assert lm.prefix_hit_rate_by_tier()["cpu"] > 0.2
+
+
+def test_unknown_connector_is_refused_with_the_valid_names():
+    import pytest
+
+    with pytest.raises(ValueError, match="cpu_kv_connector must be 'offload' or 'lmcache', got 'lmc'"):
+        cfg(cpu_kv_gb=1.0, cpu_kv_connector="lmc")

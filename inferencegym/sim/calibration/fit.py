@@ -130,7 +130,8 @@ def fit_all(ref: Path, progress=None) -> dict:
     v1 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, kernels[g], eng), decode_anchors(ref))
     # vllm-v0 (2024) runs the 2024 GEMMs: its V1 engine figures are fitted over those kernels
     k2024 = {g: _kernel_with(k, **era_2024.get(g, {})) for g, k in kernels.items()}
-    v0 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, k2024[g], eng), decode_anchors(ref))
+    v0 = fit_vllm_v1(lambda mo, g, tp, eng: build_model(mo, g, tp, k2024[g], eng), decode_anchors(ref),
+                     gpu=(0.0, 0.0, 0.0), per_degree=False)  # V0: one synchronous term, one latency
 
     def strip(k: KernelParams) -> dict:
         d = k.to_dict()

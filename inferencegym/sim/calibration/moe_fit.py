@@ -22,6 +22,7 @@ No GPU or reference file is needed (the published figures are in this module).
 from __future__ import annotations
 
 import math
+from functools import cache
 
 from scipy.optimize import minimize_scalar
 
@@ -65,44 +66,57 @@ def _gemma_moe():
                        ffn_size=2816, vocab_size=262144, num_experts=128, experts_per_token=8, moe_ffn_size=704)
 
 
+GEMM_STAGE = "vllm-v1"
+"""The engine profile whose dense GEMM fit the MoE figures are relative to: the one the serving
+simulations use (``vllm-v1``: on the H100 today's measured GEMMs, not the 2024 ``kernel-only`` fit)."""
+
+
 def experts_time_us(model, gpu: str, quantization: str, efficiency: float, n_tokens: int,
-                    fixed_s: float | None = None, fp8_factor: float | None = None) -> float:
+                    fixed_s: float | None = None, fp8_factor: float | None = None,
+                    stream: float | None = None, tile_k0: float | None = None) -> float:
     """Modelled routed-expert time of one layer for ``n_tokens`` at grouped-GEMM ``efficiency``
     (what ``benchmark_moe.py`` times: the grouped GEMMs, activation and the layer's fixed kernels,
-    ``fixed_s``, default ``moe.MOE_LAYER_FIXED_S``; no router GEMM, shared experts or all-to-all).
-    Under ``quantization="fp8"`` the grouped GEMMs run at ``efficiency * fp8_factor`` (default: the
-    committed ``moe.MOE_KERNEL_FP8_FACTOR`` of the model's kernel family)."""
-    from inferencegym.sim.execution import ExecutionModel
+    ``fixed_s``, default ``moe.MOE_LAYER_FIXED_S``; no router GEMM, shared experts or all-to-all),
+    relative to the :data:`GEMM_STAGE` dense fit of ``gpu``. Under ``quantization="fp8"`` the
+    grouped GEMMs run at ``efficiency * fp8_factor`` (default: the committed
+    ``moe.MOE_KERNEL_FP8_FACTOR`` of the model's kernel family); ``stream`` (bytes per SM cycle)
+    and ``tile_k0`` default to the family's committed figures."""
     from inferencegym.sim.moe import MOE_KERNEL_FP8_FACTOR
     from inferencegym.sim.presets import get_model
 
-    base = ExecutionModel.from_preset(model="qwen3-30b-a3b", gpu=gpu, quantization=quantization,
-                                      engine_profile="kernel-only")
     mp = get_model(model) if isinstance(model, str) else model
     if quantization == "fp8":
         efficiency *= MOE_KERNEL_FP8_FACTOR[mp.moe_kernel] if fp8_factor is None else fp8_factor
-    em = base._replace(model=mp, check_memory=False)
-    moe = em._moe
-    scale = efficiency / moe.grouped_compute_efficiency
-    up = (moe.up[0] / scale, moe.up[1], moe.up[2])
-    down = (moe.down[0] / scale, moe.down[1], moe.down[2])
-    pairs = n_tokens * moe.k * moe.pair_share
-    active = moe.experts_gpu * (1.0 - (1.0 - moe.k / moe.E) ** n_tokens)
-    fixed = moe.fixed if fixed_s is None else fixed_s
-    t = (moe._gemm(up, pairs, active) + moe._gemm(down, pairs, active) + moe.elem_floor + fixed
-         + moe.act_per_pair * pairs)
-    return 1e6 * t
+    kw = {"grouped_compute_efficiency": efficiency}
+    if stream is not None:
+        kw["stream_bytes_per_sm_cycle"] = stream
+    if tile_k0 is not None:
+        kw["tile_k0"] = tile_k0
+    return 1e6 * _layer(mp, gpu, quantization).retuned(**kw).experts_time_s(n_tokens, fixed_s)
 
 
-def fit_fixed() -> float:
-    """The layer's fixed time (seconds): median over :func:`fixed_rows` of measured minus modelled
-    without it, at the committed grouped-GEMM efficiency."""
-    from statistics import median
+@cache
+def _layer(mp, gpu: str, quantization: str):
+    from inferencegym.sim.execution import ExecutionModel
+
+    base = ExecutionModel.from_preset(model="qwen3-30b-a3b", gpu=gpu, quantization=quantization,
+                                      engine_profile=GEMM_STAGE)
+    return base._replace(model=mp, check_memory=False)._moe
+
+
+def fit_fixed() -> tuple[float, float]:
+    """The layer's fixed times (seconds): the BF16 layer's (the mean residual of the BF16 rows of
+    :func:`fixed_rows`, measured minus modelled without it, at the committed grouped-GEMM
+    efficiency) and the FP8 activation quantization's (the median excess of the FP8 rows' residuals
+    over the BF16 one)."""
+    from statistics import mean, median
 
     from inferencegym.sim.moe import MOE_KERNEL_COMPUTE_EFFICIENCY
 
     e = MOE_KERNEL_COMPUTE_EFFICIENCY["triton"]
-    return 1e-6 * median(us - experts_time_us(m, g, q, e, 1, fixed_s=0.0) for _l, m, g, q, us in fixed_rows())
+    res = [(q, us - experts_time_us(m, g, q, e, 1, fixed_s=0.0)) for _l, m, g, q, us in fixed_rows()]
+    base = mean(r for q, r in res if q != "fp8")
+    return 1e-6 * base, 1e-6 * (median(r for q, r in res if q == "fp8") - base)
 
 
 def fit() -> float:
@@ -117,8 +131,9 @@ def fit() -> float:
 
 
 def main() -> None:
-    fx = fit_fixed()
-    print(f"fitted MoE layer fixed time (1-token rows, median residual): {1e6 * fx:.1f} us")
+    fx, f8 = fit_fixed()
+    print(f"fitted MoE layer fixed time (1-token BF16 row): {1e6 * fx:.1f} us; FP8 activation quantization: "
+          f"+{1e6 * f8:.1f} us (1-token FP8 rows, median excess)")
     for label, m, g, q, us in fixed_rows():
         print(f"  {label}: measured {us:.1f} us, model without it "
               f"{experts_time_us(m, g, q, 0.44, 1, fixed_s=0.0):.1f} us")
