@@ -1,13 +1,17 @@
 """``inferencegym demo``: the whole platform in a few minutes on a laptop.
 
-Trains PPO on ``adversarial_multitenant`` (issue 21: the phased task, where the best observable rule
-``phase_rule`` leaves the most headroom below the privileged ceiling) for a short budget from the
-behaviour clone of ``phase_rule`` (history + phase-forecast actor, asymmetric critic; Tune trial,
-MLflow run), evaluates the returned policy, its warm start and the rule side by side on held-out
-seeds, says whether PPO improved on its warm start by a paired interval on fresh validation seeds,
-prints the table and writes the report (Markdown/HTML with plots) and the MLflow evaluation run.
-``--task cluster_routing`` trains the cross-replica attention router instead. ``--no-train`` only
-evaluates the baselines (a simulation of the scenario).
+Trains PPO on ``cluster_prefix_sharing`` (issue 21: the task where learning wins most within the
+demo's budget): the replica agents learn their knobs (batch cap, KV budget, speculation, chunk) with
+the best observable router, ``estimated_ttft``, routing inside the env, starting from "hold the
+task's initial knobs" (what ``estimated_ttft`` and every shipped cluster baseline play; the
+``replica_sticky`` module is that policy before training, ``rllib_configs/demo/cluster_prefix_sharing.yaml``).
+Then it evaluates the returned policy, its warm start, the best observable rule
+``best_static_knobs`` and the production ``dynamo_kv`` side by side on held-out seeds, says whether PPO
+improved on its warm start by a paired interval on fresh validation seeds, prints the table and
+writes the report (Markdown/HTML with plots) and the MLflow evaluation run.
+``--task adversarial_multitenant`` fine-tunes the phase_rule clone instead (a warm start at the best
+rule's level, where a few minutes of PPO move nothing measurable); ``--no-train`` only evaluates the
+baselines (a simulation of the scenario).
 """
 
 from __future__ import annotations
@@ -20,21 +24,34 @@ import typer
 from inferencegym.cli.output import fmt_metric, print_table
 from inferencegym.rl.config import load_config
 
-DEFAULT_TASK = "adversarial_multitenant"
+DEFAULT_TASK = "cluster_prefix_sharing"
+
+#: The training config of a task's demo when it is not ``rllib_configs/<task>.yaml``.
+DEMO_CONFIGS = {"cluster_prefix_sharing": "demo/cluster_prefix_sharing"}
+
+#: PPO budget per task in env steps when ``--steps`` is not given: the same training on any machine
+#: (the replica agents improved with 10,800-12,000 steps and did not move with 4,320, which a busy
+#: machine's 3 minutes gave; docs/bench/issue21.md, fifth session). Other tasks: a wall-clock budget.
+DEMO_STEPS = {"cluster_prefix_sharing": 12_000}
+#: PPO minutes per task when ``--minutes`` is not given: the budget itself, or, with a step budget,
+#: a cap (12,000 steps take about 5 minutes on 2 idle cores).
+DEMO_MINUTES = {"cluster_prefix_sharing": 20.0}
+DEFAULT_MINUTES = 2.0
 
 
 #: The demo's reference rows per task: the best observable rule first (issue 21), then on
 #: adversarial_multitenant the shipped policy trained offline (rollout-advantage warm start + PPO,
 #: docs/bench/issue21.md), which the few minutes of PPO here cannot reproduce.
 DEMO_BASELINES = {"adversarial_multitenant": ["phase_rule", "pretrained:adversarial_multitenant", "best_static"],
-                  "bursty_workload": ["phase_rule", "best_static"]}
+                  "bursty_workload": ["phase_rule", "best_static"],
+                  "cluster_prefix_sharing": ["best_static_knobs", "estimated_ttft", "dynamo_kv"]}
 
 
 def _config_path(task: str) -> Path:
     from inferencegym.tracking import project_root  # lazy: imports MLflow (~4.5 s); not at start-up
 
     for root in (project_root(), Path(__file__).resolve().parents[2]):
-        p = root / "rllib_configs" / f"{task}.yaml"
+        p = root / "rllib_configs" / f"{DEMO_CONFIGS.get(task, task)}.yaml"
         if p.is_file():
             return p
     raise FileNotFoundError(f"no training config rllib_configs/{task}.yaml (run from the project checkout)")
@@ -42,17 +59,24 @@ def _config_path(task: str) -> Path:
 
 def demo_command(
     task: str = typer.Option(DEFAULT_TASK, "--task", help="task to train and evaluate"),
-    minutes: float = typer.Option(2.0, "--minutes", help="PPO wall-clock budget (after the BC warm start)"),
+    minutes: float = typer.Option(None, "--minutes", min=0.1,
+                                  help="PPO wall-clock budget (after the BC warm start; default 2, or a "
+                                       "20-minute cap beside the step budget on cluster_prefix_sharing)"),
+    steps: int = typer.Option(None, "--steps", min=1,
+                              help="PPO env-step budget, the same on any machine (default 12,000 on "
+                                   "cluster_prefix_sharing, none elsewhere); training stops at the first "
+                                   "of --steps and --minutes"),
     episodes: int = typer.Option(5, "--episodes", help="held-out evaluation episodes per policy"),
     val_episodes: int = typer.Option(3, "--val-episodes", min=0,
                                      help="validation episodes (seeds 500..) per candidate when picking "
                                           "the returned policy among the warm start and the checkpoints "
                                           "(0: the last checkpoint)"),
-    confirm_episodes: int = typer.Option(10, "--confirm-episodes", min=0,
+    confirm_episodes: int = typer.Option(20, "--confirm-episodes", min=0,
                                          help="fresh validation episodes (seeds 700..) on which the returned "
                                               "policy is compared with its warm start, paired; 'improved' "
                                               "only when the 95% interval is above 0 (0: compare held-out means)"),
     seed: int = typer.Option(1000, "--seed", help="first held-out evaluation seed"),
+    train_seed: int = typer.Option(0, "--train-seed", min=0, help="training seed (initial weights, sampling)"),
     train: bool = typer.Option(True, "--train/--no-train", help="--no-train: evaluate the baselines only"),
     out: Path = typer.Option(Path("reports/demo"), "--out", help="report directory"),
 ) -> None:
@@ -71,6 +95,10 @@ def demo_command(
 
     console = Console()
     kind = task_kind(task)
+    if minutes is None:
+        minutes = DEMO_MINUTES.get(task, DEFAULT_MINUTES)
+    if steps is None:
+        steps = DEMO_STEPS.get(task)
     console.rule(f"[bold]InferenceGym demo: {task}")
     if train:
         from inferencegym.rl.pipeline import (  # lazy: imports Ray / torch (~5 s); not at start-up
@@ -79,13 +107,17 @@ def demo_command(
         )
 
         path = _config_path(task)
-        cfg = load_config(path).with_overrides(sets=[f"stop.time_total_s={minutes * 60}", f"name=demo_{task}"])
-        console.print(f"training {cfg.modules[cfg.map_agent('router')].type if kind == 'cluster' else 'mlp'} "
-                      f"with PPO for {minutes:g} min (BC warm start: {cfg.bc.enabled}) ...")
+        cfg = load_config(path).with_overrides(seed=train_seed, steps=steps,
+                                               sets=[f"stop.time_total_s={minutes * 60}", f"name=demo_{task}"])
+        trained = ", ".join(cfg.modules[m].type for m in cfg.trainable) if cfg.trainable else "mlp"
+        budget = f"{steps:,} env steps (at most {minutes:g} min)" if steps else f"{minutes:g} min"
+        console.print(f"training {trained} with PPO for {budget} (BC warm start: {cfg.bc.enabled}) ...")
         record = train_and_compare(cfg, config_path=str(path), episodes=episodes, seed=seed,
                                    baselines=list(DEMO_BASELINES.get(task, DEFAULT_BASELINES[kind])),
                                    val_episodes=val_episodes, confirm_episodes=confirm_episodes,
-                                   command=f"inferencegym demo --task {task} --minutes {minutes:g} --episodes {episodes}")
+                                   command=f"inferencegym demo --task {task} --minutes {minutes:g} "
+                                           + (f"--steps {steps} " if steps else "") + f"--episodes {episodes} "
+                                           f"--train-seed {train_seed}")
         rows = record["rows"]
         files = write_report([record], out, title=f"InferenceGym demo: {task}")
         run_id = log_comparison(record, files)

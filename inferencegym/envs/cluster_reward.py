@@ -102,9 +102,13 @@ class RouterLedger:
         if settled is None or settled != self._settled:
             self._settled = settled
             keep = []
+            leaving = False
             for r in self.active:
                 c = r.completion_s
-                if c == c:  # completed (not NaN)
+                if c == c and c > now:  # the engine is done, the client's last token comes at c (the
+                    keep.append(r)      # front end's latency): still in the system, charged to now
+                    leaving = True
+                elif c == c:  # completed (not NaN)
                     area += w[r.tenant] * (c - t0)
                     self._active_w -= w[r.tenant]
                     win.completed_tokens[r.replica_id] += r.output_tokens
@@ -117,6 +121,8 @@ class RouterLedger:
                 else:
                     keep.append(r)
             self.active = keep
+            if leaving:  # the next sweep must pass over them again, though no request settles before it
+                self._settled = None
         area += self._active_w * (now - t0)
         slo = 0.0
         keep = []

@@ -355,6 +355,6 @@ def _trained_replica_module(cfg: Any) -> str | None:
     ``hold_knobs``): BC then clones the baseline's replica actions into it too."""
     rep = next((m for pat, m in cfg.policy_mapping.items() if pat.startswith("replica")), None)
     trained = cfg.trainable or sorted(set(cfg.policy_mapping.values()))
-    if rep is None or rep not in trained or cfg.modules[rep].type == "hold_knobs":
-        return None
+    if rep is None or rep not in trained or cfg.modules[rep].type in ("hold_knobs", "replica_sticky"):
+        return None  # replica_sticky starts as hold_knobs by construction (rl/replica_modules.py)
     return rep

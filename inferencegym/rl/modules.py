@@ -39,6 +39,7 @@ from torch import nn
 
 import inferencegym.rl.rllib_compat  # noqa: F401  (RLlib's own RLModuleConfig notice, see there)
 from inferencegym.rl.fixed_modules import EstTTFTRouterModule
+from inferencegym.rl.replica_modules import StickyReplicaModule
 
 #: Logit given to masked-out actions. Large but finite: if every action were masked the
 #: distribution stays uniform instead of NaN, and entropy/KL stay finite.
@@ -415,6 +416,7 @@ MODULE_TYPES: dict[str, type[TorchRLModule]] = {
     "mlp": MLPModule,
     "replica_mlp": ReplicaAgentModule,
     "hold_knobs": HoldKnobsModule,
+    "replica_sticky": StickyReplicaModule,
     "est_ttft_router": EstTTFTRouterModule,
     "lstm": LSTMModule,
 }

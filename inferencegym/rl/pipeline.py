@@ -122,7 +122,10 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
              "env_steps": int(steps), "env_steps_per_s": round(steps / t, 1) if t > 0 else None,
              "checkpoint": out.checkpoint, "mlflow_run_id": out.mlflow_run_id, "seed": cfg.seed}
     policy = load_checkpoint(out.checkpoint, cfg.task_id)
-    label = f"ppo ({cfg.modules[policy.module_id].type})"
+    # the module PPO trained (the replica agents' when the router is a fixed rule module)
+    trainable = getattr(cfg, "trainable", None)
+    trained_type = cfg.modules[trainable[0] if trainable else policy.module_id].type
+    label = f"ppo ({trained_type})"
     warm_dir = next(iter((out.warm_start or {}).values()), None)
     selection = select_after_training(cfg, out, episodes=val_episodes, seed=val_seed)
     if selection is not None:
@@ -147,7 +150,7 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
                 if ppo is not None:
                     rows.insert(1, evaluate_one(load_checkpoint(ppo["path"], cfg.task_id), cfg.task_id,
                                                 episodes=episodes, seed=seed,
-                                                name=f"ppo ({cfg.modules[policy.module_id].type}), "
+                                                name=f"ppo ({trained_type}), "
                                                      f"best checkpoint {ppo['candidate']} (not returned)"))
             else:
                 warm_row = evaluate_one(load_checkpoint(warm_dir, cfg.task_id), cfg.task_id, episodes=episodes,

@@ -85,3 +85,32 @@ def test_overrides_and_mapping():
     assert cl.map_agent("router") == "router_pol" and cl.map_agent("replica_3") == "replica_pol"
     with pytest.raises(ValueError, match="matches no policy_mapping entry"):
         cl.map_agent("scheduler")
+
+
+def test_the_demo_config_trains_replica_agents_from_hold_knobs_with_a_critic_that_can_learn():
+    from inferencegym.cli.demo import DEMO_CONFIGS, _config_path
+
+    path = _config_path("cluster_prefix_sharing")
+    assert path.parent.name == "demo" and DEMO_CONFIGS["cluster_prefix_sharing"] == "demo/cluster_prefix_sharing"
+    c = load_config(path)
+    assert c.task_id == "cluster_prefix_sharing" and c.env == "cluster"
+    assert c.env_config.get("internal_router") == "estimated_ttft"          # the best observable router routes
+    assert c.trainable == [c.map_agent("replica_0")]                         # only the replica agents learn
+    assert c.modules[c.map_agent("replica_0")].type == "replica_sticky"      # warm start = hold_knobs, exactly
+    assert c.modules[c.map_agent("router")].type == "est_ttft_router"
+    assert "best_static_knobs" in c.evaluation.baselines
+    # an untrained critic sees returns of ~35 per replica: a value-loss clip of 50 (squared) would
+    # zero its gradient (issue 21, fifth session)
+    assert c.ppo.vf_clip_param >= 1e4
+
+
+def test_the_demo_trains_a_step_budget_so_its_verdict_does_not_depend_on_the_machine():
+    """The replica agents improved with 10,800-12,000 env steps and did not move with the 4,320 a busy
+    machine's minutes gave: the demo's default budget is env steps, with a wall-clock cap beside it."""
+    from inferencegym.cli.demo import DEMO_MINUTES, DEMO_STEPS, _config_path
+
+    steps, minutes = DEMO_STEPS["cluster_prefix_sharing"], DEMO_MINUTES["cluster_prefix_sharing"]
+    assert steps >= 10_800 and minutes * 60 >= steps / 40 * 2      # the cap leaves 2x an idle machine's time
+    c = load_config(_config_path("cluster_prefix_sharing")).with_overrides(
+        steps=steps, sets=[f"stop.time_total_s={minutes * 60}"])
+    assert c.stop.timesteps_total == steps and c.stop.time_total_s == minutes * 60

@@ -72,8 +72,10 @@ def test_cluster_grader_uses_the_same_rule_as_the_simulator():
 
 
 def test_cluster_grade_separates_routers_whose_slo_shares_tie():
-    """cluster_routing: round-robin meets the loose SLO almost always, yet its tail is far worse."""
-    task = dataclasses.replace(get_task("cluster_routing"), episode_windows=30)
+    """cluster_routing: round-robin meets the loose SLO almost always, yet its tail is far worse over
+    the task's whole episode (half an episode is too short for one seed's tail: at 30 windows seed 1000
+    gives round-robin the better p99 once the replicas' capacity was re-measured, issue 23)."""
+    task = get_task("cluster_routing")
     rr, _ = run_cluster_episode(task, "round_robin", 1000)
     lor, _ = run_cluster_episode(task, "least_outstanding_requests", 1000)
     g_rr, g_lor = grade_cluster(task, rr), grade_cluster(task, lor)
