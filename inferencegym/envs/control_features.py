@@ -15,6 +15,11 @@ start-up delay, the training days' time-of-day profile). Nothing about future ar
   from now to one start-up delay ahead, times ``level_vs_profile``, over the capacity of the full
   fleet at 95 % utilisation): the learner gets every observable input the rule has, plus the
   level it does not use.
+* ``transfer`` (the learned autoscaler trained on several load files): ``schedule`` without the clock
+  (``tod_sin``, ``tod_cos``: a clock lets a module memorise one file's daily shape) plus
+  ``RELATIVE_NAMES``, ratios to the file's own training-day profile (``ControlContext.profile_rps``),
+  so the features mean the same on any windows file; its queue and running-load readings are
+  bounded (``TRANSFER_CLIP``).
 Rates are fractions of the full fleet's capacity (``max_replicas * capacity_rps``).
 """
 
@@ -32,10 +37,33 @@ BASE_NAMES = ("ready_frac", "starting_frac", "draining_frac", "target_frac", "qu
 HISTORY_NAMES = ("rate_m1", "rate_m2", "rate_m3", "rate_m4", "rate_m5", "rate_window", "rate_4_windows",
                  "profile_now", "profile_after_startup", "profile_next_2_windows", "level_vs_profile")
 SCHEDULE_NAMES = ("scheduled_target_frac", "level_need_frac")
+RELATIVE_NAMES = ("rate_window_vs_profile_now", "rate_minute_vs_profile_mean", "profile_now_vs_mean",
+                  "profile_ahead_vs_now", "rate_trend")
+"""Scale-free ratios of the ``transfer`` set: the last window's rate over the profile now, the last
+minute's over the profile's mean, the profile now over its mean (where in the file's day we are,
+instead of the clock), the profile's peak over the next two windows over the profile now, and the
+last minute's rate over the last four windows' (each clipped to [0, 4]; 1 before any arrival)."""
+TRANSFER_CLIP = {"queue_mean_5": 1.0, "queue_max_5": 1.0, "running_per_capacity": 1.5}
+"""Upper bounds of the load readings in the ``transfer`` set: an overloaded fleet (a queue of hundreds)
+reads as saturated (5 waiting per replica, 1.5x the concurrency at capacity) instead of as inputs far
+outside anything the teacher's rollouts visited, where an MLP's output is arbitrary."""
+_CLOCK = ("tod_sin", "tod_cos")
 FEATURE_SETS = {"base": BASE_NAMES, "history": BASE_NAMES + HISTORY_NAMES,
-                "schedule": BASE_NAMES + HISTORY_NAMES + SCHEDULE_NAMES}
+                "schedule": BASE_NAMES + HISTORY_NAMES + SCHEDULE_NAMES,
+                "transfer": tuple(n for n in BASE_NAMES + HISTORY_NAMES + SCHEDULE_NAMES if n not in _CLOCK)
+                + RELATIVE_NAMES}
 SCHEDULED_HEADROOM = 0.10
 """``scheduled``'s headroom over the profile (``policies/autoscalers.py`` uses the same default)."""
+
+
+def feature_set_of_size(n: int) -> str:
+    """The feature set with ``n`` values (the sets' sizes differ: a served module's observation size
+    names its set)."""
+    sets = [k for k, v in FEATURE_SETS.items() if len(v) == n]
+    if not sets:
+        raise ValueError(f"no autoscaler feature set has {n} values; sizes: "
+                         + ", ".join(f"{k} {len(v)}" for k, v in FEATURE_SETS.items()))
+    return sets[0]
 
 
 def feature_names(features: str) -> tuple[str, ...]:
@@ -102,7 +130,27 @@ def control_features(obs: ControlObs, ctx: ControlContext, features: str = "base
         peak = _profile_peak(ctx, obs.now_s)
         sched = math.ceil(peak * (1 + SCHEDULED_HEADROOM) / ctx.capacity_rps)
         x += [ctx.clamp(sched) / n, min(4.0, peak * x[-1] / (0.95 * full))]
+    if features == "transfer":
+        x = _transfer(dict(zip(FEATURE_SETS["schedule"], x)), ctx, obs.now_s, full, bool(arr))
     return np.asarray(x, dtype=np.float32)
+
+
+def _ratio(a: float, b: float, empty: bool) -> float:
+    return 1.0 if empty or b <= 0 else min(4.0, a / b)
+
+
+def _transfer(v: dict[str, float], ctx: ControlContext, now_s: float, full: float, seen: bool) -> list[float]:
+    """The ``transfer`` vector from the ``schedule`` values ``v`` (rates there are fractions of ``full``)."""
+    mean = float(np.mean(ctx.profile_rps)) / full if ctx.profile_rps else 0.0
+    ahead = max(_profile_at(ctx, now_s + ctx.window_s), _profile_at(ctx, now_s + 2 * ctx.window_s)) / full
+    v["rate_window_vs_profile_now"] = _ratio(v["rate_window"], v["profile_now"], not seen)
+    v["rate_minute_vs_profile_mean"] = _ratio(v["rate_minute_frac"], mean, not seen)
+    v["profile_now_vs_mean"] = _ratio(v["profile_now"], mean, False)
+    v["profile_ahead_vs_now"] = _ratio(ahead, v["profile_now"], False)
+    v["rate_trend"] = _ratio(v["rate_m1"], v["rate_4_windows"], not seen)
+    for k, hi in TRANSFER_CLIP.items():
+        v[k] = min(hi, v[k])
+    return [v[k] for k in FEATURE_SETS["transfer"]]
 
 
 ADMISSION_NAMES = ("routable_frac", "starting_frac", "queue_mean_5", "queue_max_5", "kv_mean", "saturation",

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from inferencegym.envs.control_features import control_features, gateway_features
+from inferencegym.envs.control_features import control_features, feature_set_of_size, gateway_features
 from inferencegym.policies.admission import LevelAdmission
 from inferencegym.policies.autoscalers import make_autoscaler
 from inferencegym.rl.control_spaces import ADMISSION_NAMES, control_spaces
@@ -82,15 +82,24 @@ def wrap_control_policy(policy: Any, task_id: str, meta: dict | None = None, nam
     role = meta.get("role", "admission" if task.fixed_replicas else "autoscaler")
     if role == "admission":
         return LearnedAdmission(policy, name=name)
-    return LearnedAutoscaler(policy, meta.get("features", "history"), name=name)
+    features = meta.get("features")
+    space = (getattr(policy, "metadata", None) or {}).get("observation_space") \
+        if isinstance(getattr(policy, "metadata", None), dict) else None
+    if features is None and space and space.get("type") == "Box":  # a served module: its size names its set
+        features = feature_set_of_size(int(space["shape"][0]))
+    return LearnedAutoscaler(policy, features or "history", name=name)
 
 
 def load_control_policy(spec: str, task_id: str) -> Any:
-    """``pretrained:TASK`` / ``checkpoint:PATH`` of a control task -> an autoscaler or admission
-    controller (the handler ``inferencegym.rl`` registers with ``evaluation/control.py``)."""
-    from inferencegym.rl.policy_loader import load_policy
+    """``pretrained:TASK`` / ``checkpoint:PATH`` (an RLlib checkpoint, or a directory exported by
+    ``benchmarks/train_control.py``) of a control task -> an autoscaler or admission controller (the handler ``inferencegym.rl`` registers with ``evaluation/control.py``)."""
+    from inferencegym.rl.policy_loader import load_exported, load_policy
 
-    pol = load_policy(spec, task_id)
+    path = Path(spec.partition(":")[2]).expanduser()
+    if spec.startswith("checkpoint:") and (path / "module.json").is_file():  # an export (train_control.py)
+        pol = load_exported(path, task_id)
+    else:
+        pol = load_policy(spec, task_id)
     return wrap_control_policy(pol, task_id, getattr(pol, "meta", {}).get("control"), name=spec)
 
 
@@ -111,13 +120,14 @@ def greedy_actor(module: Any) -> Callable[[np.ndarray], int]:
 
 
 def collect_autoscaler(env: Any, *, seeds: list[int], student: Callable | None = None, beta: float = 1.0,
-                       teacher: str = "hindsight") -> tuple[list, list, list[dict]]:
+                       teacher: str = "hindsight", options: dict | None = None) -> tuple[list, list, list[dict]]:
     """Roll episodes of ``env`` (a ``ControlEnv``): the teacher acts with probability ``beta`` (per
     step, from ``default_rng(seed)``), else the student; every visited observation is labelled with
-    the teacher's target. Returns (observations, teacher actions, per-episode summaries)."""
+    the teacher's target (``options``: ``reset`` options, e.g. the day). Returns (observations, teacher
+    actions, per-episode summaries)."""
     obs_l, act_l, eps = [], [], []
     for s in seeds:
-        obs, info = env.reset(seed=s)
+        obs, info = env.reset(seed=s, options=options)
         t = make_autoscaler(teacher)
         t.reset(dataclasses.replace(env.ctx, future_arrivals_s=env.arrivals["arrival_s"]))
         rng = np.random.default_rng(s)

@@ -128,3 +128,83 @@ def test_the_schedule_features_hold_exactly_what_the_scheduled_rule_computes():
         seen.add(a)
         obs, _, done, _, _ = env.step(a)
     assert obs[names.index("level_need_frac")] >= 0.0
+
+
+class ServedOverJSON:
+    """What ``HTTPPolicy`` is to the evaluation: the endpoint's ``/metadata`` and, per step, a JSON
+    observation decoded and checked against the served module's space (as ``POST /act`` does)."""
+
+    def __init__(self, served) -> None:
+        import json
+
+        self.served = served
+        self.metadata = json.loads(json.dumps(served.metadata()))
+        self.calls = 0
+
+    def act(self, x):
+        self.calls += 1
+        obs = self.served.decode([np.asarray(x).tolist()], batched=False)[0]  # ObservationError on a bad size
+        return self.served.act(obs)
+
+
+def test_a_served_autoscaler_is_fed_the_feature_set_it_was_trained_on():
+    from inferencegym.apps.policy_endpoint.policy import ServedPolicy
+    from inferencegym.envs.control_features import FEATURE_SETS, feature_set_of_size
+    from inferencegym.rl.control import wrap_control_policy
+
+    assert len({len(v) for v in FEATURE_SETS.values()}) == len(FEATURE_SETS)  # a size names one set
+    with pytest.raises(ValueError, match="no autoscaler feature set has 7 values"):
+        feature_set_of_size(7)
+    served = ServedOverJSON(ServedPolicy.from_spec("pretrained:cluster_autoscaling"))
+    local = load_control_policy("pretrained:cluster_autoscaling", "cluster_autoscaling")
+    remote = wrap_control_policy(served, "cluster_autoscaling", name="http://test")
+    assert remote.features == local.features  # inferred from the endpoint's observation size
+    a = run_episode(short_task(2), "wva", day=12, seed=1000, autoscaler=remote)
+    b = run_episode(short_task(2), "wva", day=12, seed=1000, autoscaler=local)
+    assert served.calls == 2 * 150 // 15 and a["score"] == pytest.approx(b["score"], abs=1e-12)
+
+
+def test_transfer_features_are_the_schedule_features_without_the_clock_plus_ratios():
+    from inferencegym.envs.control_features import RELATIVE_NAMES, TRANSFER_CLIP
+
+    names, sched = feature_names("transfer"), feature_names("schedule")
+    assert "tod_sin" not in names and names[-len(RELATIVE_NAMES):] == RELATIVE_NAMES
+    big = ControlEnv(split="validation", features="transfer", episode_windows_override=3)
+    ref = ControlEnv(split="validation", features="schedule", episode_windows_override=3)
+    small = ControlEnv(split="validation", features="transfer", episode_windows_override=3,
+                       load_windows_path=str(get_windows("language__m-small")))
+    x, _ = big.reset(seed=2)
+    y, _ = ref.reset(seed=2)
+    small.reset(seed=2)
+    for _ in range(20):
+        x, *_ = big.step(5)
+        y, *_ = ref.step(5)
+        z, *_ = small.step(5)
+    common = [n for n in names if n in sched and n not in TRANSFER_CLIP]
+    assert np.array_equal(x[[names.index(n) for n in common]], y[[sched.index(n) for n in common]])
+    for n, hi in TRANSFER_CLIP.items():  # load readings bounded, equal below the bound
+        assert x[names.index(n)] == pytest.approx(min(hi, y[sched.index(n)]), abs=1e-7)
+    rel = x[-len(RELATIVE_NAMES):]
+    assert np.all((rel >= 0) & (rel <= 4)) and np.all(np.isfinite(z))
+    v = dict(zip(names, x))  # the level over the profile: the last window's rate / the profile now
+    assert v["rate_window_vs_profile_now"] == pytest.approx(min(4.0, v["rate_window"] / v["profile_now"]), rel=1e-5)
+
+
+
+def get_windows(name: str):
+    """A ServeGen windows file beside the default one (missing: ``load_windows`` fails loudly)."""
+    from pathlib import Path
+
+    from inferencegym.tasks.control import DEFAULT_WINDOWS
+
+    return Path(DEFAULT_WINDOWS).parent / f"{name}__windows.parquet"
+
+
+def test_an_exported_directory_evaluates_as_a_checkpoint_spec():
+    from inferencegym.rl.policy_loader import PRETRAINED_DIR
+
+    spec = f"checkpoint:{PRETRAINED_DIR / 'cluster_autoscaling'}"
+    a = evaluate_control(spec, "cluster_autoscaling", episodes=1, seed=1000, episode_windows=2)
+    b = evaluate_control("pretrained:cluster_autoscaling", "cluster_autoscaling", episodes=1, seed=1000,
+                         episode_windows=2)
+    assert a["episodes_detail"] == b["episodes_detail"] and a["policy"] == spec
