@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine_validation import replay_requests
-from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig
+from engine_validation import replay_cluster
 from inferencegym.sim.calibration.blis import WORKLOADS, BlisRun, load_runs
 from inferencegym.sim.calibration.reference import default_reference_dir
 
@@ -46,12 +45,7 @@ _PKEY = {1: "p1", 5: "p5", 10: "p10", 25: "p25", 50: "median", 75: "p75", 90: "p
 
 def replay(run: BlisRun, profile: str, seed: int = 0) -> dict:
     """The inference-perf replay of ``run``: per-request arrival, TTFT, E2E (s) and the iterations."""
-    reqs = replay_requests(run, "inference-perf", seed)
-    rc = ReplicaConfig(model=run.model, gpu="h100-80gb", tensor_parallel=run.tp, scheduler="sarathi",
-                       chunk_size=2048, batch_cap=128, engine_profile=profile, prefix_caching=True)
-    cl = Cluster(ClusterConfig(replica=rc, num_replicas=1), rng=np.random.default_rng(seed))
-    cl.submit(reqs)
-    cl.drain()
+    reqs, cl = replay_cluster(run, profile, "inference-perf", seed)
     res = cl.results()
     return {"arrival_s": np.array([r.arrival_s for r in reqs]), "ttft_s": res["ttft_s"], "e2e_s": res["e2e_s"],
             "output_tokens": reqs[0].output_tokens, "iterations": cl.replicas[0].iterations,

@@ -68,14 +68,22 @@ def replay_requests(run: BlisRun, sharing: str, seed: int = 0) -> list[Request]:
     return generate_inference_perf(workload_spec(run, sharing == "inference-perf"), rng).to_requests()
 
 
-def simulate(run: BlisRun, profile: str, sharing: str = "inference-perf", seed: int = 0) -> dict:
-    """Mean TTFT and TPOT (ms) of one replay, and its prefix-cache hit rate (cached / prompt tokens)."""
+def replay_cluster(run: BlisRun, profile: str, sharing: str = "inference-perf",
+                   seed: int = 0) -> tuple[list[Request], Cluster]:
+    """One replay of ``run`` on the replica BLIS's vLLM served (chunked prefill at 2,048 tokens, 128
+    sequences, prefix caching), drained: the requests and the cluster that served them."""
     reqs = replay_requests(run, sharing, seed)
     rc = ReplicaConfig(model=run.model, gpu="h100-80gb", tensor_parallel=run.tp, scheduler="sarathi",
                        chunk_size=2048, batch_cap=128, engine_profile=profile, prefix_caching=True)
     cl = Cluster(ClusterConfig(replica=rc, num_replicas=1), rng=np.random.default_rng(seed))
     cl.submit(reqs)
     cl.drain()
+    return reqs, cl
+
+
+def simulate(run: BlisRun, profile: str, sharing: str = "inference-perf", seed: int = 0) -> dict:
+    """Mean TTFT and TPOT (ms) of one replay, and its prefix-cache hit rate (cached / prompt tokens)."""
+    reqs, cl = replay_cluster(run, profile, sharing, seed)
     res = cl.results()
     ok = ~res["rejected"]
     ttft = res["ttft_s"][ok]
