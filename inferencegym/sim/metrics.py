@@ -133,10 +133,10 @@ class ReplicaWindow:
                     for ti, c in enumerate(tenant_w):
                         ttbt[ti].add(d0, step, n, c)
 
-    def add_run(self, d0: float, step: float, k: int, back: int, B: int, gaps: dict, t_back, t_all) -> None:
+    def add_run(self, d0: float, step: float, k: int, back: int, B: int, gaps: dict | None, t_back, t_all) -> None:
         """``B`` sequences decoded ``k`` iterations back to back (gaps ``d0, d0 + step, ..``); the
         first gap counts only for the ``back`` of them that also produced the previous iteration's
-        token; the others' first gaps are ``gaps`` (gap -> count, or -> per-tenant counts with
+        token; the others' first gaps are ``gaps`` (None: none stalled; gap -> count, or -> per-tenant counts with
         several tenants; sequences stalled together share one weighted sample). ``t_back`` /
         ``t_all``: ``back`` / ``B`` per tenant (None with one tenant)."""
         rec = self.tbt

@@ -173,12 +173,6 @@ class ReplicaAdvance:
                 r.kv_blocks = nb
         if multi:
             win.add_run(d0, step, k, back, B, gaps, t_back, t_all)
-        elif gaps is None and back == B:  # every sequence back to back, one tenant: add_run's one record
-            rec = win.tbt
-            rec.d0.append(d0)
-            rec.step.append(step)
-            rec.n.append(k)
-            rec.w.append(B)
         else:
             win.add_run(d0, step, k, back, B, gaps, None, None)
         if extra:
