@@ -47,11 +47,23 @@ TRANSFER_CLIP = {"queue_mean_5": 1.0, "queue_max_5": 1.0, "running_per_capacity"
 """Upper bounds of the load readings in the ``transfer`` set: an overloaded fleet (a queue of hundreds)
 reads as saturated (5 waiting per replica, 1.5x the concurrency at capacity) instead of as inputs far
 outside anything the teacher's rollouts visited, where an MLP's output is arbitrary."""
+RESIDUAL_NAMES = ("sched_target", "sched_peak", "profile_now", "profile_next_2_windows", "rate_m1", "rate_m2",
+                  "rate_5m", "rate_max_minute_5m", "rate_window", "rate_4_windows", "level_vs_profile",
+                  "rate_m1_vs_profile_now", "profile_now_vs_max", "history_fill")
+"""The ``residual`` set (the residual autoscaler, ``rl/control_residual.py``): arrivals and the
+training profile only, no fleet state, so the features of a day do not depend on the policy that
+runs it (training by imitation has no covariate shift). Rates are in replicas (req/s over the
+measured ``capacity_rps``): ``scheduled``'s target (``sched_target``, the base the learned correction
+is added to) and its unrounded profile peak, the profile now and over the next two windows, the
+last two minutes' rates, the last five minutes' mean and highest minute, the last window's and
+four windows' rates; the four windows' level against the profile and the last minute's against
+the profile now (clipped to [0, 4]), the profile now over its daily maximum (where in the file's
+day we are, without a clock), and the fraction of four windows of history seen."""
 _CLOCK = ("tod_sin", "tod_cos")
 FEATURE_SETS = {"base": BASE_NAMES, "history": BASE_NAMES + HISTORY_NAMES,
                 "schedule": BASE_NAMES + HISTORY_NAMES + SCHEDULE_NAMES,
                 "transfer": tuple(n for n in BASE_NAMES + HISTORY_NAMES + SCHEDULE_NAMES if n not in _CLOCK)
-                + RELATIVE_NAMES}
+                + RELATIVE_NAMES, "residual": RESIDUAL_NAMES}
 SCHEDULED_HEADROOM = 0.10
 """``scheduled``'s headroom over the profile (``policies/autoscalers.py`` uses the same default)."""
 
@@ -98,6 +110,8 @@ def _profile_peak(ctx: ControlContext, now_s: float) -> float:
 def control_features(obs: ControlObs, ctx: ControlContext, features: str = "base") -> np.ndarray:
     """The feature vector (float32, ``feature_names(features)``) of one control step."""
     names = feature_names(features)
+    if features == "residual":
+        return residual_features(obs.history["arrivals"], obs.now_s, obs.tick_s, ctx)
     n = ctx.max_replicas
     full = n * ctx.capacity_rps
     h = obs.history
@@ -132,6 +146,32 @@ def control_features(obs: ControlObs, ctx: ControlContext, features: str = "base
         x += [ctx.clamp(sched) / n, min(4.0, peak * x[-1] / (0.95 * full))]
     if features == "transfer":
         x = _transfer(dict(zip(FEATURE_SETS["schedule"], x)), ctx, obs.now_s, full, bool(arr))
+    return np.asarray(x, dtype=np.float32)
+
+
+def residual_features(arrivals, now_s: float, tick_s: float, ctx: ControlContext) -> np.ndarray:
+    """The ``residual`` vector (``RESIDUAL_NAMES``) at ``now_s`` from the per-tick arrival counts so far
+    (``Fleet.history["arrivals"]``, or the same counts computed from an episode's arrival times)."""
+    cap = ctx.capacity_rps
+    arr = arrivals
+    k_min = max(1, int(round(60.0 / tick_s)))
+    k_win = max(1, int(round(ctx.window_s / tick_s)))
+    mins = [_rate(arr, k_min, tick_s, skip=i * k_min) / cap for i in range(5)]
+    r4 = _rate(arr, 4 * k_win, tick_s)
+    p_now = _profile_at(ctx, now_s)
+    peak = _profile_peak(ctx, now_s)
+    sched = ctx.clamp(math.ceil(peak * (1 + SCHEDULED_HEADROOM) / cap))
+    nxt = max(_profile_at(ctx, now_s + ctx.window_s), _profile_at(ctx, now_s + 2 * ctx.window_s))
+    seen = min(len(arr), 4 * k_win)
+    if seen > 0:
+        expect = float(np.mean([_profile_at(ctx, now_s - j * tick_s) for j in range(1, seen + 1, max(1, seen // 16))]))
+        level = min(4.0, r4 / expect) if expect > 0 else 1.0
+    else:
+        level = 1.0
+    p_max = max(ctx.profile_rps) if ctx.profile_rps else 0.0
+    x = [float(sched), peak / cap, p_now / cap, nxt / cap, mins[0], mins[1], float(np.mean(mins)), float(max(mins)),
+         _rate(arr, k_win, tick_s) / cap, r4 / cap, level, _ratio(mins[0] * cap, p_now, seen == 0),
+         p_now / p_max if p_max > 0 else 1.0, seen / (4 * k_win)]
     return np.asarray(x, dtype=np.float32)
 
 

@@ -38,6 +38,7 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 import inferencegym.rl.rllib_compat  # noqa: F401  (RLlib's own RLModuleConfig notice, see there)
+from inferencegym.rl.control_residual import ResidualAutoscalerModule
 from inferencegym.rl.fixed_modules import EstTTFTRouterModule
 from inferencegym.rl.replica_modules import StickyReplicaModule
 
@@ -419,6 +420,7 @@ MODULE_TYPES: dict[str, type[TorchRLModule]] = {
     "replica_sticky": StickyReplicaModule,
     "est_ttft_router": EstTTFTRouterModule,
     "lstm": LSTMModule,
+    "residual_autoscaler": ResidualAutoscalerModule,
 }
 #: Module types whose policy carries a recurrent state (single-agent env only; no behaviour cloning).
 RECURRENT_TYPES = frozenset({"lstm"})
