@@ -86,6 +86,9 @@ def main() -> None:
     ap.add_argument("--max-down", type=int, default=4)
     ap.add_argument("--max-up", type=int, default=2)
     ap.add_argument("--margin", type=float, default=0.05)
+    ap.add_argument("--deadbands", default="0", help="comma-separated; candidates = quantiles x deadbands")
+    ap.add_argument("--base-cache", default=None, help="JSON of scheduled's validation episodes (read if present, "
+                    "else written)")
     ap.add_argument("--hidden", default="32,32")
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--val-seeds", type=int, default=1, help="seeds per validation episode group")
@@ -116,12 +119,19 @@ def main() -> None:
         groups.append((Path(f).stem.split("__")[1] + " one-day", one_day_file(f, val[0], tmp), [0]))
     plan = [(g, f, d, 5000 + i) for g, f, days in groups for i in range(a.val_seeds) for d in days]
     log: dict = {"args": vars(a), "samples": int(len(x)), "candidates": []}
-    base = {(g, d, s): run_episode(task, "scheduled", day=d, seed=s, load_windows_path=f) for g, f, d, s in plan}
+    cache = Path(a.base_cache) if a.base_cache else None
+    if cache is not None and cache.is_file():
+        base = {tuple(k): v for k, v in json.loads(cache.read_text())}
+    else:
+        base = {(g, d, s): run_episode(task, "scheduled", day=d, seed=s, load_windows_path=f) for g, f, d, s in plan}
+        if cache is not None:
+            cache.write_text(json.dumps([[list(k), {n: v[n] for n in ("score", "gpu_hours", "slo_attainment")}]
+                                         for k, v in base.items()]))
     print("scheduled:", {k: round(v["score"], 4) for k, v in base.items()}, flush=True)
     best = None
-    for q in [float(v) for v in a.quantiles.split(",")]:
+    for q, db in [(float(q), float(d)) for q in a.quantiles.split(",") for d in a.deadbands.split(",")]:
         m = RLModuleSpec(module_class=ResidualAutoscalerModule, observation_space=obs_space,
-                         action_space=act_space, model_config=mc).build()
+                         action_space=act_space, model_config={**mc, "deadband": db}).build()
         losses = fit_residual(m, x, y, quantile=q, epochs=a.epochs, seed=a.seed)
         pol = LearnedAutoscaler(_Greedy(m), features="residual", name=f"q{q}")
         diffs: dict[str, list] = {}
@@ -135,14 +145,15 @@ def main() -> None:
                         "sched_gpu_hours": b["gpu_hours"], "sched_slo": b["slo_attainment"]})
         per = {g: float(np.mean(v)) for g, v in diffs.items()}
         worst = min(per.values())
-        cand = {"quantile": q, "loss": losses[-1], "per_group_vs_scheduled": per, "worst": worst,
+        cand = {"quantile": q, "deadband": db, "loss": losses[-1], "per_group_vs_scheduled": per, "worst": worst,
                 "mean": float(np.mean([e for v in diffs.values() for e in v])), "episodes": eps}
         log["candidates"].append(cand)
-        print(f"q={q}: loss {losses[-1]:.4f}, vs scheduled per group "
+        print(f"q={q} deadband={db}: loss {losses[-1]:.4f}, vs scheduled per group "
               + ", ".join(f"{g} {v:+.4f}" for g, v in per.items()) + f" (worst {worst:+.4f})", flush=True)
         if best is None or worst > best[0]:
             best = (worst, q, m)
     worst, q, m = best
+    mc = dict(m.model_config)
     out = Path(a.export_dir)
     export_module(m, out, module_type="residual_autoscaler", model_config=mc, module_id="default_policy",
                   task_id=TASK, kind="control",

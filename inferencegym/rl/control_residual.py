@@ -11,7 +11,9 @@ training profile only, in replicas) and outputs a correction ``delta`` in replic
   from the rule's.
 * **Gated**: ``delta = 0`` (the rule's target exactly) whenever a feature lies outside the range the
   training data covered (per-feature ``[low, high]`` stored with the weights, widened by ``margin``
-  of each range): on load unlike anything it was trained on the module *is* the rule.
+  of each range): on load unlike anything it was trained on the module *is* the rule; and while
+  the observed load of the last four windows is within ``deadband`` of the rule's profile (the
+  rule's forecast is confirmed: the correction would only chase Poisson noise and bursts).
 * **Trained without covariate shift**: the features do not depend on the fleet (no queue, no KV),
   and the teacher (``hindsight``: a dynamic programme over the realized arrivals) does not either, so
   the states a policy visits are the same for every policy and imitation needs no DAgger rounds:
@@ -42,11 +44,14 @@ from torch import nn
 from inferencegym.envs.control_features import RESIDUAL_NAMES, residual_features
 
 BASE_INDEX = RESIDUAL_NAMES.index("sched_target")
+LEVEL_INDEX = RESIDUAL_NAMES.index("level_vs_profile")
 
 
 class ResidualAutoscalerModule(TorchRLModule):
     """model_config: ``hidden`` (list), ``max_down`` / ``max_up`` (replicas), ``margin`` (fraction
-    of each feature's training range the gate tolerates beyond it). Buffers (saved with the
+    of each feature's training range the gate tolerates beyond it), ``deadband`` (the correction
+    applies only while the last four windows' load departs from the profile by more than this
+    fraction: where the observed load confirms the rule's forecast, the rule acts). Buffers (saved with the
     weights): input ``mean`` / ``std``, gate ``low`` / ``high``."""
 
     @override(TorchRLModule)
@@ -57,6 +62,7 @@ class ResidualAutoscalerModule(TorchRLModule):
         self.n_actions = int(self.action_space.n)
         self.max_down, self.max_up = int(c.get("max_down", 2)), int(c.get("max_up", 2))
         self.margin = float(c.get("margin", 0.05))
+        self.deadband = float(c.get("deadband", 0.0))
         layers: list[nn.Module] = []
         for a, b in zip([n_in, *hidden[:-1]], hidden):
             layers += [nn.Linear(a, b), nn.Tanh()]
@@ -79,7 +85,8 @@ class ResidualAutoscalerModule(TorchRLModule):
     def target(self, x: torch.Tensor) -> torch.Tensor:
         base = x[..., BASE_INDEX].round()
         d = torch.round(self.delta(x)).clamp(-self.max_down, self.max_up)
-        d = torch.where(self.in_range(x), d, torch.zeros_like(d))
+        act = self.in_range(x) & ((x[..., LEVEL_INDEX] - 1.0).abs() > self.deadband)
+        d = torch.where(act, d, torch.zeros_like(d))
         return (base + d).clamp(1, self.n_actions - 1)
 
     @override(TorchRLModule)
