@@ -8,8 +8,9 @@ in :mod:`inferencegym.envs.control_spaces`) and when they act, on the fleet's 1-
 
 - ``autoscaler``: at t = 0 and every ``interval_s`` (15 s): target replica count,
   ``Discrete(max_replicas + 1)`` (clamped to at least 1). Observation: the learned autoscaler's
-  features (``envs/control_features.py``, feature set ``autoscaler_features``, default ``schedule``:
-  the shipped ``pretrained:cluster_autoscaling``'s).
+  features (``envs/control_features.py``, feature set ``autoscaler_features``, default ``residual``:
+  the shipped ``pretrained:cluster_autoscaling``'s; ``schedule`` for the DAgger MLP
+  ``benchmarks/results/control/dagger_r3``, which PPO can warm-start from).
   A scale-up only adds a serving replica after provisioning + loading + warm-up (``sim/lifecycle.py``).
   Absent on ``cluster_admission`` (a fixed fleet).
 - ``admission``: at every gateway tick with arrivals, after the lifecycle's transitions and before
@@ -94,7 +95,7 @@ class ControlClusterEnv(MultiAgentEnv):
         self.days = day_split(len(self.windows))[cfg.get("split", "train")]
         lc = lifecycle_config(task, bool(cfg.get("failures", False)))
         self.lc: LifecycleConfig = dataclasses.replace(lc, **cfg.get("lifecycle", {}))
-        self.features = cfg.get("autoscaler_features", "schedule")
+        self.features = cfg.get("autoscaler_features", "residual")
         self.auto = cfg.get("autoscaler", None if task.fixed_replicas else "agent")
         if task.fixed_replicas and self.auto is not None:
             raise ValueError(f"{task.task_id} has a fixed fleet: no autoscaler (drop 'autoscaler')")

@@ -97,9 +97,7 @@ def agent_policy(agent_id: str, name: str, env: ControlClusterEnv) -> Any:
     if agent_id not in (AUTOSCALER, ADMISSION):
         raise ValueError(f"agent_policy covers the autoscaler and admission agents, not {agent_id!r}")
     if ":" in name:
-        from inferencegym.rl.policy_loader import load_policy
-
-        pol = load_policy(name, task_id)
+        pol = _load(name, task_id)
         feats = (getattr(pol, "meta", {}).get("control") or {}).get("features")
         if agent_id == AUTOSCALER and feats and feats != env.features:
             raise ValueError(f"{name} reads the {feats!r} features; build the env with "
@@ -154,10 +152,21 @@ def control_ppo_config(env_config: dict, *, warm_start: dict[str, str] | None = 
 
 def _warm_spec(spec: Any, name: str, task_id: str) -> Any:
     """``spec`` with the architecture and weights of the learned module ``name``."""
-    from inferencegym.rl.policy_loader import load_policy
-
-    return warm_module_spec(load_policy(name, task_id).module, spec.observation_space, spec.action_space,
+    return warm_module_spec(_load(name, task_id).module, spec.observation_space, spec.action_space,
                             source=name)
+
+
+def _load(name: str, task_id: str) -> Any:
+    """A learned spec's module policy: ``pretrained:TASK``, an RLlib ``checkpoint:PATH`` or a
+    ``checkpoint:DIR`` exported by the control training scripts (``module.json``)."""
+    from pathlib import Path
+
+    from inferencegym.rl.policy_loader import load_exported, load_policy
+
+    path = Path(name.partition(":")[2]).expanduser()
+    if name.startswith("checkpoint:") and (path / "module.json").is_file():
+        return load_exported(path, task_id)
+    return load_policy(name, task_id)
 
 
 def warm_module_spec(src: Any, observation_space: Any, action_space: Any, *, source: str = "module") -> Any:

@@ -5,6 +5,7 @@ the attention router leaves absent replicas out; PPO over every agent builds and
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ import pytest
 from inferencegym.evaluation.control import run_episode
 from inferencegym.rl.control_agents import agent_policy, make_control_env
 from inferencegym.tasks.control import day_split, get_control_task
+
+DAGGER_R3 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "control" / "dagger_r3"
+"""The DAgger MLP shipped before the residual autoscaler (``schedule`` features; PPO warm-starts from it)."""
 
 
 def _drive(env, policies: dict, seed: int) -> dict:
@@ -91,10 +95,10 @@ def test_ppo_with_the_control_agents_builds_and_runs_one_iteration(local_ray):
     from inferencegym.rl.control_agents import control_ppo_config
 
     env_config = {"task_id": "cluster_autoscaling", "episode_s": 60.0, "split": "train",
-                  "admission": "agent", "replica_window_s": 10.0,
+                  "admission": "agent", "replica_window_s": 10.0, "autoscaler_features": "schedule",
                   "lifecycle": {"initial_replicas": 1, "provision_mean_s": 5.0, "provision_std_s": 0.0,
                                 "warmup_s": 1.0, "load_bandwidth_gb_s": 100.0}}
-    algo = control_ppo_config(env_config, warm_start={"autoscaler": "pretrained:cluster_autoscaling"},
+    algo = control_ppo_config(env_config, warm_start={"autoscaler": f"checkpoint:{DAGGER_R3}"},
                               train_batch_size=64, minibatch_size=32).build_algo()
     result = algo.train()
     algo.stop()
