@@ -87,9 +87,13 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--merge", default=None, help="comma-separated JSON outputs of earlier runs: table only "
                     "(runs of the same policy over other seeds are concatenated into one row)")
+    ap.add_argument("--alias", default=None, help="with --merge: comma-separated SPEC=NAME, rows of SPEC read as NAME "
+                    "(one module run under two specs, e.g. before and after it was installed as pretrained:)")
     a = ap.parse_args()
     if a.merge:
-        rows = combine([r for f in a.merge.split(",") for r in json.loads(Path(f).read_text())["rows"]])
+        alias = dict(kv.split("=", 1) for kv in a.alias.split(",")) if a.alias else {}
+        rows = combine([{**r, "policy": alias.get(r["policy"], r["policy"])} for f in a.merge.split(",")
+                        for r in json.loads(Path(f).read_text())["rows"]])
     else:
         pols = a.policies.split(",") if a.policies else (AUTOSCALING if a.task == "cluster_autoscaling"
                                                           else ADMISSION)
