@@ -9,18 +9,16 @@ conversation prefix drawn lognormal with an average of 4,000 tokens (max 20,000)
 per turn, 80-120 output tokens, 10 clients with 10 active conversations): mean TTFT 4,350 -> 2,646 ms
 (-39.2 %) at 5K input tokens, 5,071 -> 2,091 ms (-58.8 %) at 20K.
 
-Simulated like for like, as far as the page says: closed-loop clients (a client sends a
-conversation's next turn when the previous answer is complete; a finished conversation is replaced
-by the next of the 24), prompts = the conversation's history, the GPU prefix cache at vLLM's KV
-capacity on the card (``sim/gpu_memory.py``), the CPU tier 50 GB at PCIe 4.0 x16 (25 GB/s). Not in the
-page, so assumed: the lognormal's spread (log-sd 1.0), the 20K case as the same generator with a
-20,000-token average prefix (max 36,000: the conversation must fit Qwen3-8B's 40,960 tokens), the
-card's CUDA-reported memory 23.65 GiB (vLLM logs of 24 GB cards: 23.53-23.67 GiB) and its speed (no
-calibrated RTX 4090 preset: the L40S's uncalibrated kernel efficiencies with the 4090's datasheet
-rates, 165 TFLOP/s BF16 with FP32 accumulation, 1,008 GB/s). Compared: the relative TTFT change, with
-the CPU tier as vLLM's offloading runs it (``offload``) and as LMCache's connector does (``lmcache``:
-synchronous store of each prefill, 256-token chunks, LMCache's logged store/retrieve rates; ``sim/cpu_kv.py``),
-beside the page's TPOT and input throughput.
+Simulated like for like, with the workload vLLM's generator and client produce from that config
+(``conversations`` and ``run``: turns count messages, the lognormal's median ratio 0.85, Qwen3's chat
+template tokens, the benchmark's early stop when the first client runs out of conversations), the
+GPU prefix cache at vLLM's KV capacity on the card (``sim/gpu_memory.py``), the CPU tier 50 GB at
+PCIe 4.0 x16 (25 GB/s). The 20K case is not on the page; it is inferred from the page's figures
+(``CASES``). The card: its CUDA-reported memory 23.65 GiB (vLLM logs of 24 GB cards: 23.53-23.67 GiB)
+and its datasheet rates (``rtx4090``). Compared: the relative TTFT change, with the CPU tier as vLLM's
+offloading runs it (``offload``) and as LMCache's connector does (``lmcache``: synchronous store of
+each prefill, 256-token chunks, LMCache's logged store/retrieve rates; ``sim/cpu_kv.py``), beside the
+page's TPOT and input throughput.
 """
 
 from __future__ import annotations
@@ -39,7 +37,11 @@ from inferencegym.workload.hashchain import sim_block_hashes
 PUBLISHED = {"5K": (4350.48, 2646.09), "20K": (5070.52, 2091.00)}
 PUBLISHED_TPOT_INPUT_TPS = {"5K": ((48.47, 5849.0), (30.60, 9426.0)), "20K": ((33.91, 4312.17), (25.83, 7750.60))}
 """Mean TPOT ms and input tok/s, without / with LMCache (the same page)."""
-CASES = {"5K": (4000, 20000), "20K": (20000, 33000)}  # prefix average, max (the history must fit the cache)
+CASES = {"5K": (4000, 20000, 10), "20K": (20000, 20000, 2)}
+"""Prefix average and cap, clients. 5K: the page's config and command. 20K: not on the page; inferred
+from its figures by Little's law (input/output tokens 183 per answer token, ~2 requests in flight
+with or without LMCache, see docs/bench/models_memory.md): the average raised to 20,000 with the
+cap left at 20,000 (mean prompt ~17k tokens), 2 clients."""
 
 
 def rtx4090():
@@ -61,21 +63,44 @@ def qwen3_8b_engine() -> ExecutionModel:
     return base._replace(model=q, max_batched_tokens=2048, draft=None)
 
 
+CHAT_MESSAGE_TOKENS = 5
+"""Qwen3's chat template around one message: ``<|im_start|>``, the role, a newline, ``<|im_end|>``, a newline."""
+CHAT_GENERATION_TOKENS = 3
+"""The generation prompt ``<|im_start|>assistant\\n`` closing every prompt."""
+MEDIAN_RATIO = 0.85
+"""vLLM's multi-turn generator's lognormal ``median_ratio`` default (``bench_dataset.py``: sigma =
+sqrt(2 ln(1 / 0.85)) = 0.570; the samples rescaled to the given average, then capped at ``max``)."""
+
+
 def conversations(rng: np.random.Generator, avg: int, cap: int, n: int = 24) -> list[dict]:
-    """vLLM's multi-turn generator as GPUStack configured it: per conversation its turns, each turn's
-    prompt length (the whole history) and output length, and the token stream's 16-token block ids."""
-    sigma = 1.0
-    mu = np.log(avg) - sigma * sigma / 2
+    """vLLM's multi-turn generator (``benchmarks/multi_turn/bench_dataset.py``) as GPUStack configured it.
+
+    ``num_turns`` counts messages, user and assistant (uniform 12-18, rounded up to even: 6-9 user
+    turns); the per-conversation prefix is lognormal with ``median_ratio`` 0.85 rescaled to an exact
+    average of ``avg`` over the conversations and capped at ``cap``; the 500-token common prefix and
+    the prefix open the first user message; each user message 120-160 tokens, each answer 80-120
+    (``max_tokens``; the answers, not the dataset's text, enter the history). Per turn: the engine's
+    prompt length (history + Qwen3's chat template), the output length, the client-counted input
+    tokens (message contents only, as the benchmark counts them), and the 16-token block ids."""
+    msgs = rng.integers(12, 19, size=n)
+    msgs = msgs + msgs % 2
+    sigma = float(np.sqrt(2.0 * np.log(1.0 / MEDIAN_RATIO)))
+    pre = rng.lognormal(np.log(avg * MEDIAN_RATIO), sigma, size=n)
+    pre = np.round(np.minimum(pre * (avg / pre.mean()), cap)).astype(int)
     out, next_id = [], 1_000_000
-    for _ in range(n):
-        turns = int(rng.integers(12, 19))
-        prefix = int(min(cap, max(1, rng.lognormal(mu, sigma))))
-        lengths, hist = [], 500 + prefix
-        for _t in range(turns):
-            hist += int(rng.integers(120, 161))
-            o = int(rng.integers(80, 121))
-            lengths.append((hist, o))
-            hist += o
+    for c in range(n):
+        turns = int(msgs[c]) // 2
+        user = rng.integers(120, 161, size=turns)
+        answer = rng.integers(80, 121, size=turns)
+        lengths, hist, content = [], 0, 0
+        for t in range(turns):
+            u = int(user[t]) + (500 + int(pre[c]) if t == 0 else 0)
+            # the previous answer's end and this user message's template, then the generation prompt
+            hist += u + (CHAT_MESSAGE_TOKENS + CHAT_GENERATION_TOKENS if t == 0 else 2 * CHAT_MESSAGE_TOKENS)
+            content += u
+            lengths.append((hist, int(answer[t]), content))
+            hist += int(answer[t])
+            content += int(answer[t])
         blocks = -(-hist // 16)
         ids = list(range(32)) + list(range(next_id, next_id + blocks - 32))  # 500-token common prefix: 31 full blocks shared
         next_id += blocks
@@ -84,24 +109,30 @@ def conversations(rng: np.random.Generator, avg: int, cap: int, n: int = 24) -> 
 
 
 def run(engine: ExecutionModel, convs: list[dict], cpu_gb: float, clients: int = 10, dt: float = 0.01,
-        connector: str = "lmcache") -> dict:
+        connector: str = "lmcache", early_stop: bool = True) -> dict:
+    """vLLM's multi-turn client loop: ``clients`` closed-loop clients with one active conversation
+    each (``--max-active-conversations`` = clients); a client sends its conversation's next turn when
+    the answer is complete and takes the next conversation when one ends. With ``early_stop`` (the
+    benchmark's default, ``--no-early-stop`` not given) the run ends when a client finds no
+    conversation left: the others finish the request in flight and stop."""
     rc = ReplicaConfig(model="llama-3-8b", gpu="rtx4090-24gb", scheduler="sarathi", chunk_size=2048,
                        batch_cap=256, cpu_kv_gb=cpu_gb, cpu_kv_link_gb_s=25.0, kv_budget_fraction=1.0,
                        cpu_kv_connector=connector)
     c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
                 execution_model=engine)
     queue = list(range(len(convs)))
-    active: dict[int, tuple[int, int, Request]] = {}  # client -> (conversation, turn, request)
+    active: dict[int, tuple[int, int, Request, int]] = {}  # client -> (conversation, turn, request, content tokens)
     rid = 0
-    done: list[Request] = []
+    done: list[tuple[Request, int, int]] = []
+    stop = False
 
     def send(client: int, conv: int, turn: int, now: float) -> None:
         nonlocal rid
-        p, o = convs[conv]["turns"][turn]
+        p, o, content = convs[conv]["turns"][turn]
         r = Request(req_id=rid, arrival_s=now, prompt_tokens=p, output_tokens=o,
                     block_hashes=sim_block_hashes(convs[conv]["ids"], p, trace_block_tokens=16))
         rid += 1
-        active[client] = (conv, turn, r)
+        active[client] = (conv, turn, r, content)
         c.submit([r])
 
     for k in range(min(clients, len(queue))):
@@ -110,21 +141,37 @@ def run(engine: ExecutionModel, convs: list[dict], cpu_gb: float, clients: int =
     while active:
         t += dt
         c.run_until(t)
-        for k, (conv, turn, r) in list(active.items()):
+        for k, (conv, turn, r, content) in list(active.items()):
             if np.isfinite(r.completion_s) or r.rejected_reason is not None:
                 if r.rejected_reason is None:
-                    done.append(r)
+                    done.append((r, turn, content))
                 del active[k]
+                if stop:
+                    continue
                 if turn + 1 < len(convs[conv]["turns"]):
                     send(k, conv, turn + 1, t)
                 elif queue:
                     send(k, queue.pop(0), 0, t)
-    ttft = [r.first_token_s - r.arrival_s for r in done]
-    tpot = [(r.completion_s - r.first_token_s) / (r.output_tokens - 1) for r in done if r.output_tokens > 1]
-    inp = sum(r.prompt_tokens for r in done)
-    return {"ttft_ms": 1e3 * statistics.fmean(ttft), "input_tps": inp / t, "n": len(done),
+                elif early_stop:
+                    stop = True
+    rs = [d[0] for d in done]
+    ttft = [r.first_token_s - r.arrival_s for r in rs]
+    tpot = [(r.completion_s - r.first_token_s) / (r.output_tokens - 1) for r in rs if r.output_tokens > 1]
+    span = max(r.completion_s for r in rs) - min(r.arrival_s for r in rs)  # the benchmark's runtime_sec
+    first = [x for x, (_, turn, _) in zip(ttft, done) if turn == 0]
+    later = [x for x, (_, turn, _) in zip(ttft, done) if turn > 0]
+    return {"ttft_ms": 1e3 * statistics.fmean(ttft), "input_tps": sum(d[2] for d in done) / span, "n": len(done),
             "tpot_ms": 1e3 * statistics.fmean(tpot) if tpot else float("nan"),
+            "first_turn_ttft_ms": 1e3 * statistics.fmean(first) if first else float("nan"),
+            "later_turn_ttft_ms": 1e3 * statistics.fmean(later) if later else float("nan"),
+            "queue_ms": 1e3 * statistics.fmean(r.first_scheduled_s - r.arrival_s for r in rs),
+            "hit_rate": sum(r.cached_tokens for r in rs) / sum(r.prompt_tokens for r in rs),
+            "prompt_tokens": statistics.fmean(r.prompt_tokens for r in rs),
             "kv_tokens": c.replicas[0].kv.capacity_blocks * 16, "rejected": rid - len(done)}
+
+
+DETAIL = ("first_turn_ttft_ms", "later_turn_ttft_ms", "queue_ms", "hit_rate", "prompt_tokens", "n")
+"""Per-run figures ``--detail`` prints (means over the seeds)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="5K,20K", help="comma-separated cases of the page (5K, 20K)")
     ap.add_argument("--connectors", default="offload,lmcache",
                     help="CPU-tier connectors to run (ReplicaConfig.cpu_kv_connector) [offload,lmcache]")
+    ap.add_argument("--detail", action="store_true",
+                    help="also print the decomposition (TTFT of first / later turns, queueing, hit rate)")
     a = ap.parse_args(argv)
     eng = qwen3_8b_engine()
     print("| case | CPU tier | published mean TTFT ms without / with LMCache (change) | simulated without / "
@@ -140,11 +189,11 @@ def main(argv: list[str] | None = None) -> int:
           "simulated | input tok/s without / with: published, simulated |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for case in a.cases.split(","):
-        avg, cap = CASES[case]
+        avg, cap, ncl = CASES[case]
         sets = [conversations(np.random.default_rng(1000 + s), avg, cap) for s in range(a.seeds)]
-        offs = [run(eng, convs, 0.0) for convs in sets]
+        offs = [run(eng, convs, 0.0, clients=ncl) for convs in sets]
         for conn in a.connectors.split(","):
-            ons = [run(eng, convs, 50.0, connector=conn) for convs in sets]
+            ons = [run(eng, convs, 50.0, clients=ncl, connector=conn) for convs in sets]
             t0 = statistics.fmean(o["ttft_ms"] for o in offs)
             t1 = statistics.fmean(o["ttft_ms"] for o in ons)
             ch = [y["ttft_ms"] / x["ttft_ms"] - 1 for x, y in zip(offs, ons)]
@@ -154,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {case} | {conn} | {p0:,.0f} / {p1:,.0f} ({p1 / p0 - 1:+.1%}) | {t0:,.0f} / {t1:,.0f} "
                   f"({t1 / t0 - 1:+.1%}) | {', '.join(f'{x:+.1%}' for x in ch)} | {pt0:.1f} / {pt1:.1f}; "
                   f"{st[0]:.1f} / {st[2]:.1f} | {pi0:,.0f} / {pi1:,.0f}; {st[1]:,.0f} / {st[3]:,.0f} |")
+            if a.detail:
+                for lab, xs in (("without", offs), ("with", ons)):
+                    d = {k: round(statistics.fmean(o[k] for o in xs), 3) for k in DETAIL}
+                    print(f"  {case} {conn} {lab}: " + ", ".join(f"{k} {v:,}" for k, v in d.items()))
     off = offs[-1]
     print(f"GPU KV cache: {off['kv_tokens']:,} tokens (Qwen3-8B on the 4090 at 0.9, 256 sequences)")
     return 0
