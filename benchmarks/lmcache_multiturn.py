@@ -49,13 +49,24 @@ run, so its GPU cache reused next to nothing: 2 clients with ``--max-active-conv
 
 RTX4090_GEMM_EFF = 1.0
 """GEMM efficiency of the 4090 (of its 165.2 TFLOP/s BF16 peak), calibrated on the same page's three
-cache-miss runs (``--fit``: 100 random 1K / 8K / 20K prompts, total tok/s and mean TTFT): the error
-falls with the efficiency up to the datasheet peak and beyond (1.05-1.1, past the peak at the 2.52 GHz
-boost clock), so it is bounded at the peak; the L40S-class default (0.78) left the runs 16-29 % slow."""
+cache-miss runs (``--fit``: 100 random 1K / 8K / 20K prompts at once, total tok/s and mean TTFT): the
+error falls with the efficiency up to the datasheet peak and beyond it (1.05-1.1, past the peak at the
+2.52 GHz boost clock) with either sampler path, so it is bounded at the peak; the default (0.78) left
+the runs 10-29 % slow."""
 RTX4090_ATTN_EFF = 0.73
-"""Prefill attention efficiency of the 4090 (of the same peak): FlashAttention-2's best forward
-efficiency, 73 % of the peak (Dao 2023, "FlashAttention-2", A100); the fit prefers 0.75-0.95 with a
-flat error (0.005-0.016), the default 0.36-0.39 left the 8K / 20K runs 23-29 % slow."""
+"""Prefill attention efficiency of the 4090 (of the same peak), bounded at FlashAttention-2's best
+forward efficiency, 73 % of the peak (Dao 2023, "FlashAttention-2", on an A100); the fit prefers
+0.95 (its error 0.061 against 0.083 here, torch-native KV), the default 0.36-0.39 left the 8K / 20K runs
+21-26 % slow. The 8K run stays 16 % slow at 32.6k KV tokens (5 % at 38.9k): the simulator allocates a
+prompt's blocks at admission, 3 of its 8K prompts fit where vLLM V1, allocating chunk by chunk, starts
+a 4th."""
+SAMPLER = "torch-native"
+"""The profiling run's sampler path of GPUStack's vLLM 0.10.1.1 (``sim/gpu_memory.py``): PyTorch-native
+(38 bytes per logit: KV capacity 32.6k tokens; FlashInfer's 14 bytes would leave 38.9k). vLLM's pip
+wheels carried no FlashInfer from v0.10.1 (vllm-project/vllm#21959, 2025-07-30: "Move
+flashinfer-python to optional extra ``vllm[flashinfer]``") until #26443 (2025-10-08) made it a default
+dependency again, and LMCache is pip-installed beside vLLM; the container image, which builds
+FlashInfer in, is not what the page's commands use (``LMCACHE_CONFIG_FILE=... vllm serve``)."""
 CACHE_MISS_RUNS = {1024: (5212.32, 8886.36, 42.08), 8192: (5060.79, 80610.70, 43.33), 20480: (3698.09, 277456.13, 31.68)}
 """The page's cache-miss runs without LMCache (``vllm bench serve``, random dataset, 100 prompts of
 1K / 8K / 20K tokens, 128 output tokens): total tok/s, mean TTFT ms, mean TPOT ms."""
@@ -77,16 +88,14 @@ def cache_miss_run(engine: ExecutionModel, prompt: int) -> tuple[float, float, f
 
 
 def fit_table(gemm: tuple[float, ...] = (0.78, 0.9, 1.0, 1.05, 1.1),
-              attn: tuple[float, ...] = (0.36, 0.55, 0.73, 0.95)) -> None:
+              attn: tuple[float, ...] = (0.36, 0.55, 0.73, 0.95), sampler: str | None = None) -> None:
     """Print the calibration grid: each (GEMM, attention) efficiency against the cache-miss runs."""
-    base = qwen3_8b_engine()
     print("| GEMM eff | attention eff | sum of squared log errors (tok/s, TTFT) | 1K / 8K / 20K total tok/s | "
           "mean TTFT | mean TPOT (not fitted) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for g in gemm:
         for a in attn:
-            e = base._replace(kernel=dataclasses.replace(base.kernel, gemm_eff_compute=g, attn_prefill_eff_compute=a,
-                                                          attn_prefill_ctx_eff_compute=a))
+            e = qwen3_8b_engine(g, a, sampler)
             res = {p: cache_miss_run(e, p) for p in CACHE_MISS_RUNS}
             err = sum(np.log(res[p][i] / CACHE_MISS_RUNS[p][i]) ** 2 for p in res for i in (0, 1))
             cols = [" / ".join(f"{res[p][i] / CACHE_MISS_RUNS[p][i] - 1:+.1%}" for p in res) for i in (0, 1, 2)]
@@ -104,17 +113,23 @@ def rtx4090():
         gpu_hour_usd=0.40, calibrated=False), replace=True)
 
 
-def qwen3_8b_engine() -> ExecutionModel:
+def qwen3_8b_engine(gemm_eff: float | None = None, attn_eff: float | None = None,
+                    sampler: str | None = None) -> ExecutionModel:
     """Qwen3-8B (config.json: 36 layers, hidden 4,096, 32 heads, 8 KV heads, head_dim 128, FFN 12,288,
-    vocabulary 151,936, untied) on the 4090, vLLM V1 with 2,048 batched tokens (its default below 70 GiB)."""
+    vocabulary 151,936, untied) on the 4090, vLLM V1 with 2,048 batched tokens (its default below 70 GiB),
+    its KV capacity with the ``sampler`` path of the profiling run (default :data:`SAMPLER`)."""
+    gemm_eff = RTX4090_GEMM_EFF if gemm_eff is None else gemm_eff
+    attn_eff = RTX4090_ATTN_EFF if attn_eff is None else attn_eff
     rtx4090()
     q = dataclasses.replace(get_model("llama-3-8b"), name="qwen3-8b", num_layers=36, hidden_size=4096,
                             num_heads=32, num_kv_heads=8, ffn_size=12288, vocab_size=151936,
                             tied_embeddings=False, draft_model=None, hf_id="Qwen/Qwen3-8B")
     base = ExecutionModel.from_preset(model="llama-3-8b", gpu="rtx4090-24gb", draft_model=None)
-    kernel = dataclasses.replace(base.kernel, gemm_eff_compute=RTX4090_GEMM_EFF,
-                                 attn_prefill_eff_compute=RTX4090_ATTN_EFF, attn_prefill_ctx_eff_compute=RTX4090_ATTN_EFF)
-    return base._replace(model=q, max_batched_tokens=2048, draft=None, kernel=kernel)
+    kernel = dataclasses.replace(base.kernel, gemm_eff_compute=gemm_eff, attn_prefill_eff_compute=attn_eff,
+                                 attn_prefill_ctx_eff_compute=attn_eff)
+    e = base._replace(model=q, max_batched_tokens=2048, draft=None, kernel=kernel)
+    e.memory = e.memory.variant(sampler=SAMPLER if sampler is None else sampler)
+    return e
 
 
 CHAT_MESSAGE_TOKENS = 5
@@ -252,12 +267,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="CPU-tier connectors to run (ReplicaConfig.cpu_kv_connector) [offload,lmcache]")
     ap.add_argument("--detail", action="store_true",
                     help="also print the decomposition (TTFT of first / later turns, queueing, hit rate)")
+    ap.add_argument("--sampler", choices=("torch-native", "flashinfer"), default=None,
+                    help="the profiling run's sampler path, i.e. the KV capacity (default: SAMPLER, torch-native)")
     ap.add_argument("--fit", action="store_true", help="print the 4090 calibration grid (cache-miss runs) and exit")
     a = ap.parse_args(argv)
     if a.fit:
-        fit_table()
+        fit_table(sampler=a.sampler)
         return 0
-    eng = qwen3_8b_engine()
+    eng = qwen3_8b_engine(sampler=a.sampler)
     print("| case | CPU tier | published mean TTFT ms without / with LMCache (change) | simulated without / "
           "with 50 GB CPU tier (change), mean of seeds | per seed change | TPOT ms without / with: published, "
           "simulated | input tok/s without / with: published, simulated |")
@@ -282,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                     d = {k: round(statistics.fmean(o[k] for o in xs), 3) for k in DETAIL}
                     print(f"  {case} {conn} {lab}: " + ", ".join(f"{k} {v:,}" for k, v in d.items()))
     off = offs[-1]
-    print(f"GPU KV cache: {off['kv_tokens']:,} tokens (Qwen3-8B on the 4090 at 0.9, 256 sequences)")
+    print(f"GPU KV cache: {off['kv_tokens']:,} tokens (Qwen3-8B on the 4090 at 0.9, 256 sequences, "
+          f"{a.sampler or SAMPLER} sampler)")
     return 0
 
 
