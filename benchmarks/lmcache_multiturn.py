@@ -1,10 +1,11 @@
 """GPUStack's LMCache experiment replayed: multi-turn chat on one RTX 4090, with and without a CPU tier.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/lmcache_multiturn.py [--seeds 3] [--connectors offload,lmcache]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/lmcache_multiturn.py [--seeds 3] [--detail]
+        [--connectors offload,lmcache] [--sampler torch-native|flashinfer] [--fit]
 
 Published (GPUStack performance lab, "Evaluating LMCache Prefill Acceleration in vLLM", vLLM
 v0.10.1.1, Qwen3-8B on an RTX 4090 24GB, LMCache with 50 GB of CPU memory, vLLM's
-``benchmarks/multi_turn`` with 24 conversations of 12-18 turns, a 500-token common prefix, a per-
+``benchmarks/multi_turn`` with 24 conversations of 12-18 messages (6-9 user turns), a 500-token common prefix, a per-
 conversation prefix drawn lognormal with an average of 4,000 tokens (max 20,000), 120-160 new tokens
 per turn, 80-120 output tokens, 10 clients with 10 active conversations): mean TTFT 4,350 -> 2,646 ms
 (-39.2 %) at 5K input tokens, 5,071 -> 2,091 ms (-58.8 %) at 20K.
@@ -15,7 +16,8 @@ template tokens, the benchmark's early stop when the first client runs out of co
 GPU prefix cache at vLLM's KV capacity on the card (``sim/gpu_memory.py``), the CPU tier 50 GB at
 PCIe 4.0 x16 (25 GB/s). The 20K case is not on the page; it is inferred from the page's figures
 (``CASES``). The card: its CUDA-reported memory 23.65 GiB (vLLM logs of 24 GB cards: 23.53-23.67 GiB)
-and its datasheet rates (``rtx4090``). Compared: the relative TTFT change, with the CPU tier as vLLM's
+its datasheet rates (``rtx4090``) with the GEMM and prefill-attention efficiencies calibrated on
+the page's cache-miss runs (``--fit``), and the KV capacity of a pip install (``SAMPLER``). Compared: the relative TTFT change, with the CPU tier as vLLM's
 offloading runs it (``offload``) and as LMCache's connector does (``lmcache``: synchronous store of
 each prefill, 256-token chunks, LMCache's logged store/retrieve rates; ``sim/cpu_kv.py``), beside the
 page's TPOT and input throughput.
@@ -67,7 +69,8 @@ wheels carried no FlashInfer from v0.10.1 (vllm-project/vllm#21959, 2025-07-30: 
 flashinfer-python to optional extra ``vllm[flashinfer]``") until #26443 (2025-10-08) made it a default
 dependency again, and LMCache is pip-installed beside vLLM; the container image, which builds
 FlashInfer in, is not what the page's commands use (``LMCACHE_CONFIG_FILE=... vllm serve``)."""
-CACHE_MISS_RUNS = {1024: (5212.32, 8886.36, 42.08), 8192: (5060.79, 80610.70, 43.33), 20480: (3698.09, 277456.13, 31.68)}
+CACHE_MISS_RUNS = {1024: (5212.32, 8886.36, 42.08), 8192: (5060.79, 80610.70, 43.33),
+                   20480: (3698.09, 277456.13, 31.68)}
 """The page's cache-miss runs without LMCache (``vllm bench serve``, random dataset, 100 prompts of
 1K / 8K / 20K tokens, 128 output tokens): total tok/s, mean TTFT ms, mean TPOT ms."""
 
