@@ -64,3 +64,14 @@ def test_round_robin_over_several_active_conversations_defeats_the_gpu_cache(lm)
     cycling = lm.run(eng, convs, 0.0, clients=2, active_per_client=5)
     single = lm.run(eng, convs, 0.0, clients=2, active_per_client=1)
     assert cycling["hit_rate"] < 0.1 < 0.5 < single["hit_rate"]
+
+
+def test_the_pip_install_sampler_leaves_less_kv_than_flashinfer(lm):
+    """PyTorch's sort (38 B a logit) over 256 x 151,936 logits costs ~0.93 GB more than FlashInfer's
+    14 B: ~6.3k fewer Qwen3-8B KV tokens (147,456 B each) on the 24 GB card."""
+    tn = lm.qwen3_8b_engine(sampler="torch-native").memory
+    fi = lm.qwen3_8b_engine(sampler="flashinfer").memory
+    assert lm.SAMPLER == "torch-native"
+    gap = fi.kv_free_bytes(256) - tn.kv_free_bytes(256)
+    assert gap == pytest.approx(256 * 151936 * (38.0 - 14.0), rel=1e-6)
+    assert 30_000 < tn.kv_free_bytes(256) / 147456 < 34_000 < fi.kv_free_bytes(256) / 147456 < 40_000
