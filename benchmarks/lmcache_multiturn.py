@@ -36,10 +36,15 @@ from inferencegym.sim.execution import ExecutionModel
 from inferencegym.sim.presets import GIB, get_gpu, get_model, register_gpu
 from inferencegym.workload.hashchain import sim_block_hashes
 
-PUBLISHED = {"5K": (4350.48, 2646.09), "20K": (5070.52, 2091.00)}
-PUBLISHED_TPOT_INPUT_TPS = {"5K": ((48.47, 5849.0), (30.60, 9426.0)), "20K": ((33.91, 4312.17), (25.83, 7750.60))}
+PUBLISHED = {"5K": (4350.48, 2646.09), "20K": (5070.52, 2091.00), "20K+1": (4658.66, 980.87)}
+PUBLISHED_TPOT_INPUT_TPS = {"5K": ((48.47, 5849.0), (30.60, 9426.0)), "20K": ((33.91, 4312.17), (25.83, 7750.60)),
+                            "20K+1": ((float("nan"), 7443.2), (float("nan"), 33887.9))}
+PUBLISHED_CHUNKS = {64: (985.28, 33820.3), 256: (980.87, 33887.9), 1024: (1055.69, 31634.0)}
+"""The page's LMCache ``chunk_size`` sweep on the 20K + 1-output-token case: mean TTFT ms, input tok/s."""
+ANSWER_TOKENS = {"20K+1": 1}
+"""Cases whose answers are cut to a fixed length (the page's "20K Input Tokens + 1 Output Token")."""
 """Mean TPOT ms and input tok/s, without / with LMCache (the same page)."""
-CASES = {"5K": (4000, 20000, 10, 1), "20K": (20000, 20000, 2, 5)}
+CASES = {"5K": (4000, 20000, 10, 1), "20K": (20000, 20000, 2, 5), "20K+1": (20000, 20000, 2, 5)}
 """Prefix average and cap, clients, active conversations per client. 5K: the page's config and
 command (10 clients, ``--max-active-conversations 10``). 20K: not on the page; inferred from its
 figures (docs/bench/models_memory.md, sixth session): by Little's law ~2 requests in flight with or
@@ -180,6 +185,19 @@ def conversations(rng: np.random.Generator, avg: int, cap: int, n: int = 24) -> 
     return out
 
 
+def fixed_answers(convs: list[dict], tokens: int) -> list[dict]:
+    """The same conversations with every answer cut to ``tokens`` (``--limit-min-tokens`` /
+    ``--limit-max-tokens``): later prompts shrink by the answers' missing tokens."""
+    out = []
+    for c in convs:
+        turns, cut = [], 0
+        for p, o, content in c["turns"]:
+            turns.append((p - cut, tokens, content - cut))
+            cut += o - tokens
+        out.append({"turns": turns, "ids": c["ids"]})
+    return out
+
+
 def run(engine: ExecutionModel, convs: list[dict], cpu_gb: float, clients: int = 10, dt: float = 0.01,
         connector: str = "lmcache", early_stop: bool = True, active_per_client: int = 1) -> dict:
     """vLLM's multi-turn client loop (``benchmark_serving_multi_turn.py``): ``clients`` closed-loop
@@ -265,7 +283,9 @@ DETAIL = ("first_turn_ttft_ms", "later_turn_ttft_ms", "queue_ms", "hit_rate", "p
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3, help="conversation sets per case (seed 0, 1, ...)")
-    ap.add_argument("--cases", default="5K,20K", help="comma-separated cases of the page (5K, 20K)")
+    ap.add_argument("--cases", default="5K,20K", help="comma-separated cases of the page (5K, 20K, 20K+1)")
+    ap.add_argument("--lmcache-chunk-sizes", default="",
+                    help="also sweep LMCache's chunk_size for the lmcache connector, e.g. 64,256,1024")
     ap.add_argument("--connectors", default="offload,lmcache",
                     help="CPU-tier connectors to run (ReplicaConfig.cpu_kv_connector) [offload,lmcache]")
     ap.add_argument("--detail", action="store_true",
@@ -285,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in a.cases.split(","):
         avg, cap, ncl, apc = CASES[case]
         sets = [conversations(np.random.default_rng(1000 + s), avg, cap) for s in range(a.seeds)]
+        if case in ANSWER_TOKENS:
+            sets = [fixed_answers(convs, ANSWER_TOKENS[case]) for convs in sets]
         offs = [run(eng, convs, 0.0, clients=ncl, active_per_client=apc) for convs in sets]
         for conn in a.connectors.split(","):
             ons = [run(eng, convs, 50.0, clients=ncl, connector=conn, active_per_client=apc) for convs in sets]
@@ -301,6 +323,22 @@ def main(argv: list[str] | None = None) -> int:
                 for lab, xs in (("without", offs), ("with", ons)):
                     d = {k: round(statistics.fmean(o[k] for o in xs), 3) for k in DETAIL}
                     print(f"  {case} {conn} {lab}: " + ", ".join(f"{k} {v:,}" for k, v in d.items()))
+        if a.lmcache_chunk_sizes:
+            from inferencegym.sim import cpu_kv
+            default = cpu_kv.LMCACHE_CHUNK_TOKENS
+            print(f"\n| {case}: LMCache chunk_size | mean TTFT ms with the tier | input tok/s | published (20K+1) |")
+            print("| --- | --- | --- | --- |")
+            try:
+                for ch in (int(x) for x in a.lmcache_chunk_sizes.split(",")):
+                    cpu_kv.LMCACHE_CHUNK_TOKENS = ch  # read by CPUKVTier.for_model when each replica is built
+                    ons = [run(eng, convs, 50.0, clients=ncl, connector="lmcache", active_per_client=apc)
+                           for convs in sets]
+                    pub = PUBLISHED_CHUNKS.get(ch)
+                    print(f"| {ch} | {statistics.fmean(o['ttft_ms'] for o in ons):,.0f} | "
+                          f"{statistics.fmean(o['input_tps'] for o in ons):,.0f} | "
+                          f"{'-' if pub is None else f'{pub[0]:,.0f} ms, {pub[1]:,.0f} tok/s'} |")
+            finally:
+                cpu_kv.LMCACHE_CHUNK_TOKENS = default
     off = offs[-1]
     print(f"GPU KV cache: {off['kv_tokens']:,} tokens (Qwen3-8B on the 4090 at 0.9, 256 sequences, "
           f"{a.sampler or SAMPLER} sampler)")

@@ -75,3 +75,13 @@ def test_the_pip_install_sampler_leaves_less_kv_than_flashinfer(lm):
     gap = fi.kv_free_bytes(256) - tn.kv_free_bytes(256)
     assert gap == pytest.approx(256 * 151936 * (38.0 - 14.0), rel=1e-6)
     assert 30_000 < tn.kv_free_bytes(256) / 147456 < 34_000 < fi.kv_free_bytes(256) / 147456 < 40_000
+
+
+def test_one_token_answers_shrink_later_prompts_by_the_missing_answer_tokens(lm):
+    (conv,) = lm.conversations(np.random.default_rng(3), 4000, 20000, n=1)
+    (cut,) = lm.fixed_answers([conv], 1)
+    assert all(o == 1 for _, o, _ in cut["turns"])
+    assert cut["turns"][0][0] == conv["turns"][0][0]
+    for k in range(1, len(conv["turns"])):
+        missing = sum(o - 1 for _, o, _ in conv["turns"][:k])
+        assert cut["turns"][k][0] == conv["turns"][k][0] - missing
