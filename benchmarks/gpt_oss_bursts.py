@@ -99,3 +99,32 @@ def pp_rows() -> None:
                    _err(s["itl_ms"], r.itl_ms),
                    f"{r.total_tok_s / base_p:.2f}x / {s['total'] / base_s:.2f}x",
                    f"{ln['tpot_ms']:.1f} ({_err(ln['tpot_ms'], r.tpot_ms[0])})"))
+
+
+def decode_step_rows(batch: int = 1000, context: int = 330) -> None:
+    """One decode step of ``batch`` sequences at ``context`` tokens (the bursts' batch once every
+    prompt is in: 282 prompt + harmony tokens and ~50 generated), term by term, TP1 / TP2 / TP4 (ms)."""
+    import models_memory as mm
+
+    print(_row("term (ms)", "TP1", "TP2", "TP4"))
+    print(_row(*["---"] * 4))
+    cols = []
+    for tp in (1, 2, 4):
+        m = mm._engine("gpt-oss-120b", "h100-80gb", "mxfp4", tp)
+        k = m._replace(engine_overhead=False)
+        ops = k.layer_op_times_s(batch)
+        L, n_moe = k.model.num_layers, k.model.moe_layers
+        cols.append({
+            "MoE layers (experts, router, fixed)": n_moe * k._moe.layer_time_s(batch),
+            "all-reduces (2 a layer)": L * ops["all_reduce"],
+            "QKV + O GEMMs": L * (ops["attn_pre_proj"] + ops["attn_post_proj"]),
+            "attention (KV reads, per-sequence terms)": L * k.kernel.attn_decode_floor_s
+            + L * k._attn_dec_per_seq * batch + k._sw_decode_s(1, batch) + k._full_layers * k._attn_decode_slope(1) * batch * context,
+            "kernels in all (+ norms, LM head)": k.decode_step_time_s(batch, context),
+            "sampler (top-p sort priced, GPU)": m._gpu_seq * batch,
+            "other GPU time outside kernels": m._gpu_ovh,
+            "CPU (hidden under async scheduling)": m._ovh_fixed + m._ovh_seq * batch,
+            "step": m.decode_step_time_s(batch, context),
+        })
+    for term in cols[0]:
+        print(_row(term, *(f"{1e3 * c[term]:.1f}" for c in cols)))
