@@ -128,3 +128,36 @@ def decode_step_rows(batch: int = 1000, context: int = 330) -> None:
         })
     for term in cols[0]:
         print(_row(term, *(f"{1e3 * c[term]:.1f}" for c in cols)))
+
+
+GREEDY_SAMPLER_S_PER_LOGIT = 10 / 3.0e12
+"""A greedy sampler's GPU time per sequence and vocabulary entry: the BF16 logits read (2 B), their
+FP32 copy written (4 B) and read by the argmax (4 B), at ~3.0 TB/s of the H100's HBM (an estimate;
+vLLM V1's sampler returns the argmax for an all-greedy batch)."""
+
+
+def greedy_rows() -> None:
+    """Counterfactual: every run with the sampler priced greedy (GPUStack's requests are greedy; the
+    ``vllm-v1`` profile prices vLLM's top-p sort): the ITL and TPOT it leaves, and so the per-forward
+    cost the model lacks at large batch (docs/bench/models_memory.md, sixth session)."""
+    import dataclasses
+
+    import models_memory as mm
+
+    real = mm._engine
+
+    def greedy(model, gpu, quant, tp=1, pp=1, sync=False):
+        m = real(model, gpu, quant, tp, pp, sync)
+        return m._replace(engine=dataclasses.replace(m.engine, sampler_s_per_logit=GREEDY_SAMPLER_S_PER_LOGIT))
+
+    print(_row("config (sampler priced greedy)", "mean / median TPOT ms", "mean ITL ms", "error of the mean TPOT",
+               "error of the ITL", "ITL short by ms"))
+    print(_row(*["---"] * 6))
+    mm._engine = greedy
+    try:
+        for name, r in RUNS.items():
+            s = simulate(name)
+            print(_row(name, f"{s['tpot_ms']:.1f} / {s['tpot_p50_ms']:.1f}", f"{s['itl_ms']:.1f}",
+                       _err(s["tpot_ms"], r.tpot_ms[0]), _err(s["itl_ms"], r.itl_ms), f"{r.itl_ms - s['itl_ms']:.1f}"))
+    finally:
+        mm._engine = real

@@ -344,6 +344,8 @@ def main() -> None:
             gpt_oss_bursts.pp_rows()
             print()
             gpt_oss_bursts.decode_step_rows()
+            print()
+            gpt_oss_bursts.greedy_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):
