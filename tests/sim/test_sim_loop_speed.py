@@ -1,0 +1,77 @@
+"""Speed paths of the event loop that must not change a result (issue 24, sixth pass): a replica's
+next step handled without the queue when it is the next event anyway, and the memoised time of a
+one-prompt iteration."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from inferencegym.sim import Cluster, ClusterConfig, ExecutionModel, ReplicaConfig, Request, TenantSpec
+from inferencegym.sim.events import EV_ARRIVAL, EV_STEP, EV_TRANSFER, EventQueue
+
+
+def test_claim_first_takes_a_sequence_number_only_for_the_very_next_event():
+    q = EventQueue()
+    q.schedule(1.0, EV_STEP, "a")
+    q.schedule(2.0, EV_ARRIVAL, "r")
+    assert not q.claim_first(1.0)  # a tie with a queued event: queue it (seq decides)
+    assert not q.claim_first(1.5)
+    assert q.claim_first(0.5)  # before everything: handled at once, its seq (3) used up
+    q.schedule(0.7, EV_STEP, "b")
+    assert [e[2] for e in (q.pop(), q.pop(), q.pop())] == [4, 1, 2]
+    assert q.claim_first(5.0) and not q
+    q.schedule(3.0, EV_TRANSFER, "x", 1)
+    assert not q.claim_first(3.0) and q.claim_first(2.9)
+
+
+def _run(reqs, **kw):
+    rc = ReplicaConfig(model="llama-2-7b", gpu="a100-80gb", scheduler="vllm", batch_cap=64)
+    cl = Cluster(ClusterConfig(replica=rc, num_replicas=3, router="round_robin", tenants=(TenantSpec(),)),
+                 rng=np.random.default_rng(3), **kw)
+    cl.submit(reqs)
+    for t in (5.0, 5.0, 17.25, 40.0):  # window boundaries split the inline chains
+        cl.run_until(t)
+    ws = cl.window_stats()
+    cl.drain()
+    return cl, ws
+
+
+def _requests(seed):
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(0.08, 600))
+    return [Request(req_id=i, arrival_s=float(t[i]), prompt_tokens=int(rng.integers(16, 1500)),
+                    output_tokens=int(rng.integers(1, 300))) for i in range(len(t))]
+
+
+def test_the_inline_steps_give_the_results_of_the_queued_path(monkeypatch):
+    fast, ws_fast = _run(_requests(1))
+    monkeypatch.setattr(EventQueue, "claim_first", lambda self, time: False)  # every step queued
+    slow, ws_slow = _run(_requests(1))
+    assert ws_fast == ws_slow or repr(ws_fast) == repr(ws_slow)  # (NaN fields compare by repr)
+    for a, b in zip(fast.requests, slow.requests):
+        assert (a.first_token_s, a.completion_s, a.tbt_sum_s, a.tbt_max_s, a.replica_id) == \
+               (b.first_token_s, b.completion_s, b.tbt_sum_s, b.tbt_max_s, b.replica_id)
+    assert repr(fast.run_stats()) == repr(slow.run_stats())
+
+
+def test_the_inline_steps_keep_the_invariants():
+    cl, _ = _run(_requests(2), check_invariants=True)
+    assert cl.n_completed == 600
+
+
+def test_a_memoised_one_prompt_iteration_equals_the_computed_one():
+    m = ExecutionModel.from_preset(model="llama-2-7b", gpu="a100-80gb")
+    rng = random.Random(5)
+    keys = [(rng.randint(1, 8192), rng.choice([0, 0, rng.randint(0, 4000)])) for _ in range(400)]
+    for n, c in keys + keys:  # the second pass is served from the memo
+        want = m._iteration_time_s(((n, c),), 0, 0, 0)
+        assert m.iteration_time_s(((n, c),), 0, 0, 0) == want
+        assert m.iteration_time_s([(n, c)], 0, 0, 3) == want  # depth plays no part without decodes
+        assert m.prefill_time_s(n) == m._iteration_time_s(((n, 0),), 0, 0, 0)
+    assert len(m._prefill1_cache) <= len(set(keys)) + 400
+    # numpy integers are computed, never served from (or stored in) the memo
+    before = len(m._prefill1_cache)
+    assert m.iteration_time_s(((np.int64(9001), np.int64(7)),)) == m._iteration_time_s(((np.int64(9001), np.int64(7)),), 0, 0, 0)
+    assert len(m._prefill1_cache) == before
