@@ -75,3 +75,70 @@ def test_a_memoised_one_prompt_iteration_equals_the_computed_one():
     before = len(m._prefill1_cache)
     assert m.iteration_time_s(((np.int64(9001), np.int64(7)),)) == m._iteration_time_s(((np.int64(9001), np.int64(7)),), 0, 0, 0)
     assert len(m._prefill1_cache) == before
+
+
+def _reference_percentiles(d0, step, n, w, qs):
+    """``weighted_arith_percentiles``' bisection as it was before the shared counts (fifth pass)."""
+    step = np.maximum(step, 0.0)
+    last = d0 + step * (n - 1)
+    total = float((n * w).sum())
+    lo0 = float(d0.min())
+    hi0 = float(last.max())
+
+    def count_le(x, d0, step, n, w):
+        if d0.size == 0:
+            return 0.0
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            k = np.where(step > 0, np.floor((x - d0) / step) + 1.0, np.where(d0 <= x, n, 0.0))
+        k = np.minimum(np.maximum(k, 0.0), n)
+        return float((k * w).sum())
+
+    out = []
+    for q in qs:
+        target = total * q / 100.0
+        a_d0, a_st, a_n, a_w, a_last = d0, step, n, w, last
+        base = 0.0
+        lo, hi = lo0, hi0
+        if count_le(lo, a_d0, a_st, a_n, a_w) >= target:
+            out.append(lo)
+            continue
+        for it in range(200):
+            mid = 0.5 * (lo + hi)
+            if mid <= lo or mid >= hi:
+                break
+            if base + count_le(mid, a_d0, a_st, a_n, a_w) >= target:
+                hi = mid
+            else:
+                lo = mid
+            if it % 4 == 3:
+                below = a_last <= lo
+                if below.any():
+                    base += float((a_n[below] * a_w[below]).sum())
+                keep = ~below & (a_d0 <= hi)
+                a_d0, a_st, a_n, a_w, a_last = a_d0[keep], a_st[keep], a_n[keep], a_w[keep], a_last[keep]
+        out.append(hi)
+    return out
+
+
+def test_the_shared_bisection_counts_give_the_old_percentiles_bit_for_bit():
+    from inferencegym.sim.metrics import TBTRecorder, weighted_arith_percentiles
+
+    rng = np.random.default_rng(11)
+    qs_sets = [(50, 90, 99), (99, 50, 90), (50, 50, 99.9), (0.1, 10, 25, 75, 100)]
+    for trial in range(60):
+        m = int(rng.integers(50, 3000))
+        d0 = np.round(rng.gamma(2.0, 0.01, m), int(rng.integers(3, 12)))  # ties at low precision
+        step = np.where(rng.random(m) < 0.3, 0.0, rng.gamma(1.0, 1e-5, m))
+        n = rng.integers(1, 400, m).astype(float)
+        w = np.where(rng.random(m) < 0.5, rng.integers(1, 9, m), rng.random(m) * 3).astype(float)
+        qs = qs_sets[trial % len(qs_sets)]
+        got = weighted_arith_percentiles(d0, step, n, w, qs, expand_max=0)  # always the bisection
+        want = _reference_percentiles(d0, np.asarray(step), n, w, qs)
+        assert got == want, (trial, got, want)
+    rec = TBTRecorder()
+    for _ in range(500):
+        rec.add(float(rng.random()), 0.0, int(rng.integers(1, 5)), int(rng.integers(1, 4)))
+        rec.add(float(rng.random()), float(rng.random()) * 1e-3, 7, 2.5)
+    a = rec.arrays()
+    assert all(x.dtype == np.float64 for x in a)
+    assert [x.tolist() for x in a] == [np.asarray(v, float).tolist() for v in (rec.d0, rec.step, rec.n, rec.w)]
