@@ -142,3 +142,17 @@ def test_the_shared_bisection_counts_give_the_old_percentiles_bit_for_bit():
     a = rec.arrays()
     assert all(x.dtype == np.float64 for x in a)
     assert [x.tolist() for x in a] == [np.asarray(v, float).tolist() for v in (rec.d0, rec.step, rec.n, rec.w)]
+
+
+def test_long_list_percentiles_equal_numpy_bit_for_bit():
+    from inferencegym.sim.tbt_small import pct
+
+    rng = np.random.default_rng(8)
+    for trial in range(600):
+        n = int(rng.choice([65, 100, 1000, 1001, 4096, int(rng.integers(65, 20000))]))
+        v = [rng.gamma(2.0, 0.05, n), np.round(rng.random(n) * 10, 2), rng.lognormal(0, 3, n),
+             rng.integers(0, 50, n) * 0.013][trial % 4]
+        qs = [(50, 90, 99), (1, 25, 50, 75, 99.9), (0, 100, 33.3)][trial % 3]
+        assert pct(v.tolist(), qs) == [float(x) for x in np.percentile(v, qs)], (trial, n, qs)
+    with_nan = [0.1] * 70 + [float("nan")]
+    assert all(x != x for x in pct(with_nan))  # numpy decides (NaN)

@@ -50,3 +50,22 @@ def test_a_trace_reads_the_same_with_and_without_threads(tmp_path, monkeypatch):
     threaded = load_trace(j, format="mooncake")
     assert _same(plain, threaded) and len(plain) == 5000
     assert [h.tolist() for h in plain.hash_ids[:50]] == [h.tolist() for h in threaded.hash_ids[:50]]
+
+
+def test_to_requests_builds_the_requests_keyword_construction_gives(tmp_path):
+    from dataclasses import fields
+
+    from inferencegym.sim.request import Request
+
+    assert [f.name for f in fields(Request)][:6] == ["req_id", "arrival_s", "prompt_tokens", "output_tokens",
+                                                     "tenant", "priority"]  # (to_requests passes them by position)
+    p = tmp_path / "t.csv"
+    p.write_text("arrived_at,num_prefill_tokens,num_decode_tokens,tenant,priority\n"
+                 "0.5,0,3,1,0\n1.25,17,1,0,1\n2.0,4000,9,1,1\n")
+    got = load_trace(p, format="replay").to_requests(first_id=7)
+    want = [Request(req_id=7, arrival_s=0.5, prompt_tokens=1, output_tokens=3, tenant=1, priority=0),
+            Request(req_id=8, arrival_s=1.25, prompt_tokens=17, output_tokens=1, tenant=0, priority=1),
+            Request(req_id=9, arrival_s=2.0, prompt_tokens=4000, output_tokens=9, tenant=1, priority=1)]
+    key = [f.name for f in fields(Request)]
+    assert [[getattr(r, k) for k in key] for r in got] == [[getattr(r, k) for k in key] for r in want]
+    assert all(type(r.arrival_s) is float and type(r.prompt_tokens) is int for r in got)
