@@ -192,7 +192,8 @@ class ReplicaAdvance:
             win.quality_token_sum += self.quality * B * k - self.quality * over
         else:  # (the same sums: x - 0.0 is x, bit for bit)
             win.tokens_out += B * k
-            win.quality_token_sum += self.quality * B * k
+            if self.quality:  # (FP16: adding 0.0 to a sum that is never -0.0 leaves it as it is)
+                win.quality_token_sum += self.quality * B * k
         self.iterations += k
         if done and self.iterations < self.block_end:
             done = []  # multi-step: requests that finished inside the block leave at its end
@@ -220,7 +221,8 @@ class ReplicaAdvance:
         r.generated_tokens += 1
         r.last_token_s = t
         w.tokens_out += 1
-        w.quality_token_sum += self.quality
+        if self.quality:
+            w.quality_token_sum += self.quality
 
     def receive_kv(self, r: "Request", now: float) -> bool:
         """Disaggregation: ``r``'s KV arrived from its prefill instance at ``now``; its first token
@@ -271,7 +273,8 @@ class ReplicaAdvance:
                     r.kv_tokens += 1
                 add(dur, 0.0, 1, back, 0, t_back if multi else None)
                 win.tokens_out += B
-                win.quality_token_sum += self.quality * B
+                if self.quality:
+                    win.quality_token_sum += self.quality * B
             else:
                 self._apply_spec(decodes, now)
         handoffs = []
