@@ -170,7 +170,25 @@ def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
     a = np.asarray(values, float)
     if a.size == 0:
         return [NAN for _ in qs]
+    if a.ndim == 1 and type(qs) is tuple:  # sorted by numpy, the ranks and interpolation of
+        s = np.sort(a)                     # ``_small_pct`` (as np.percentile's "linear" method, bit
+        if not s[-1] != s[-1]:             # for bit; without its partition set-up and numpy.ma import)
+            return _sorted_pct(s, qs)
     return [float(v) for v in np.percentile(a, qs)]
+
+
+def _sorted_pct(a, qs: tuple[float, ...]) -> list[float]:
+    """numpy's "linear" percentiles of the sorted, NaN-free sequence ``a`` (see ``_small_pct``)."""
+    key = (len(a), qs)
+    pos = _PCT_POS.get(key)
+    if pos is None:
+        pos = _PCT_POS[key] = _pct_positions(len(a), qs)
+    out = []
+    for lo, hi, g in pos:
+        x, y = float(a[lo]), float(a[hi])
+        d = y - x
+        out.append(y - d * (1.0 - g) if g >= 0.5 else x + d * g)
+    return out
 
 
 # ---- [added by the env engineer, issue 5; moved here from metrics.py for size] -----------------
