@@ -155,14 +155,10 @@ class RouterFeatures:
         return m
 
     def outstanding_and_kv(self) -> tuple[np.ndarray, np.ndarray]:
-        """(queued + running, KV occupancy) per replica as float32 arrays, from the last
-        :meth:`replicas` call: ``last_sim[:, 0] + last_sim[:, 3]`` and ``last_sim[:, 4]``. The sum
-        of two float32 values is exact in float64 below 2**29 and rounds once to float32 (and a
-        float64 sum rounded to float32 is the float32 sum in any case: 53 >= 2 * 24 + 2), so the
-        arrays equal numpy's float32 arithmetic."""
-        sv = self._sim_rows
-        return (np.array([sv[j] + sv[j + 3] for j in range(0, len(sv), _N_SIM)], dtype=np.float32),
-                np.array(sv[4::_N_SIM], dtype=np.float32))
+        """(queued + running, KV occupancy) per replica (float32) from the last :meth:`replicas`
+        call: ``last_sim[:, 0] + last_sim[:, 3]`` and ``last_sim[:, 4]``."""
+        f = self.last_sim
+        return f[:, 0] + f[:, 3], f[:, 4]
 
     def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
         """Per replica, in :data:`PREFIX_FEATURES` order: cached_share, cache_occupancy (both from
