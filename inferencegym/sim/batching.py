@@ -37,6 +37,9 @@ class VLLMScheduler:
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         steps = rep.cfg.num_scheduler_steps
+        if steps == 1 and not rep.waiting and not rep.prio_waiting and not rep.partials_possible:
+            rep.reserve_decode()  # nothing to admit or finish prefilling: the decodes alone (the
+            return [], True       # common case of the loop below, without its queue look-ups)
         if steps > 1 and rep.in_step_block():
             # multi-step (vLLM v0.6 ``--num-scheduler-steps``): inside a decode block the engine does
             # not call the scheduler (``LLMEngine.step`` skips it while ``_has_remaining_steps``), so
