@@ -161,3 +161,29 @@ def greedy_rows() -> None:
                        _err(s["tpot_ms"], r.tpot_ms[0]), _err(s["itl_ms"], r.itl_ms), f"{r.itl_ms - s['itl_ms']:.1f}"))
     finally:
         mm._engine = real
+
+
+A100_RUNS = {
+    "TP1 sync": Run(1, 1, True, 196_656, 4768.75, 86.39, (25.919, 0.0, 59.732), (97.57, 90.70, 0.0), 86.67),
+    "TP1 async": Run(1, 1, False, 195_312, 4986.20, 82.35, (24.787, 0.0, 56.631), (92.70, 86.19, 0.0), 82.31),
+    "TP2 async": Run(2, 1, False, 196_156, 7897.72, 52.10, (16.191, 0.0, 36.099), (57.98, 53.39, 0.0), 51.20),
+}
+"""Out of sample: GPUStack's same ShareGPT bursts on 2 x A100 SXM 80GB (``docs/performance-lab/
+gpt-oss-120b/a100.md``, vLLM 0.10.2; Marlin MXFP4 on SM80; vLLM's A100 defaults: 256 sequences,
+2,048 batched tokens). Medians of TTFT and p99s of TPOT are not used (0.0)."""
+
+
+def a100_rows() -> None:
+    """The A100 bursts (out of sample; not an issue row)."""
+    import models_memory as mm
+
+    print(_row("A100 config", "published tok/s / mean / median TPOT ms / ITL ms / mean TTFT s", "simulated",
+               "error of the mean TPOT", "error of the ITL", "error of the mean TTFT"))
+    print(_row(*["---"] * 6))
+    for name, r in A100_RUNS.items():
+        s = mm._burst("gpt-oss-120b", "a100-80gb", "mxfp4", r.tp, 1000, 0, 0, 2048,
+                      sharegpt_burst(1000, INPUT_TOKENS, r.output_tokens), sync=r.sync,
+                      prompt_extra=mm.HARMONY_PROMPT_TOKENS, batch_cap=256)
+        print(_row(name, f"{r.total_tok_s:,.0f} / {r.tpot_ms[0]:.1f} / {r.tpot_ms[1]:.1f} / {r.itl_ms:.1f} / {r.ttft_s[0]:.1f}",
+                   f"{s['total']:,.0f} / {s['tpot_ms']:.1f} / {s['tpot_p50_ms']:.1f} / {s['itl_ms']:.1f} / {s['ttft_s']:.1f}",
+                   _err(s["tpot_ms"], r.tpot_ms[0]), _err(s["itl_ms"], r.itl_ms), _err(s["ttft_s"], r.ttft_s[0])))

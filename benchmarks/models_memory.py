@@ -114,10 +114,11 @@ markers of the system and user turns (8) and the assistant header (2). Counted b
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
            lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
-           kv_fraction: float = 1.0, prompt_extra: int = 0) -> dict:
+           kv_fraction: float = 1.0, prompt_extra: int = 0, batch_cap: int = 1024) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
-    max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
+    max_num_batched_tokens), ``batch_cap`` seqs (vLLM's default on >= 70 GiB GPUs but A100s: 1,024;
+    A100: 256); ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
     server adds to every prompt (a chat template), simulated but not credited to the throughput;
     ``kv_fraction``: the replica's KV budget on top of the execution model's 0.9 utilisation (1.0:
     all the KV memory vLLM's rule leaves, as vLLM has it)."""
@@ -125,7 +126,7 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
     reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p + prompt_extra, output_tokens=o)
             for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
-                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
+                       chunk_size=chunk, batch_cap=batch_cap, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
     c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
                 execution_model=_engine(model, gpu, quant, tp, pp, sync))
     c.submit(reqs)
@@ -346,6 +347,8 @@ def main() -> None:
             gpt_oss_bursts.decode_step_rows()
             print()
             gpt_oss_bursts.greedy_rows()
+            print()
+            gpt_oss_bursts.a100_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):
