@@ -51,15 +51,16 @@ RUNS = {
 }
 
 
-def simulate(name: str, lengths: str = "sharegpt") -> dict:
-    """The run ``name`` simulated with ``lengths`` ``sharegpt`` (the seed-0 sample) or ``lognormal``."""
+def simulate(name: str, lengths: str = "sharegpt", send_gap_s: float = 0.0) -> dict:
+    """The run ``name`` simulated with ``lengths`` ``sharegpt`` (the seed-0 sample) or ``lognormal``;
+    ``send_gap_s``: a counterfactual single-server front end (:func:`frontend_rows`)."""
     import models_memory as mm
 
     r = RUNS[name]
     pairs = (sharegpt_burst(1000, INPUT_TOKENS, r.output_tokens) if lengths == "sharegpt"
              else mm._sharegpt_like(1000, 0.8))
     return mm._burst("gpt-oss-120b", "h100-80gb", "mxfp4", r.tp, 1000, 0, 0, 8192, pairs, pp=r.pp, sync=r.sync,
-                     prompt_extra=mm.HARMONY_PROMPT_TOKENS)
+                     prompt_extra=mm.HARMONY_PROMPT_TOKENS, send_gap_s=send_gap_s)
 
 
 def _err(sim: float, pub: float) -> str:
@@ -187,3 +188,36 @@ def a100_rows() -> None:
         print(_row(name, f"{r.total_tok_s:,.0f} / {r.tpot_ms[0]:.1f} / {r.tpot_ms[1]:.1f} / {r.itl_ms:.1f} / {r.ttft_s[0]:.1f}",
                    f"{s['total']:,.0f} / {s['tpot_ms']:.1f} / {s['tpot_p50_ms']:.1f} / {s['itl_ms']:.1f} / {s['ttft_s']:.1f}",
                    _err(s["tpot_ms"], r.tpot_ms[0]), _err(s["itl_ms"], r.itl_ms), _err(s["ttft_s"], r.ttft_s[0])))
+
+
+FRONTEND_GAPS_MS = (0.0, 2.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
+"""Service times per request of the counterfactual single-server front end (ms)."""
+
+
+def frontend_rows(runs: tuple[str, ...] = ("TP1 async", "TP2 async", "TP4 async", "PP2 async")) -> None:
+    """The TTFT offset and a shape test of the API-server hypothesis (docs/bench/models_memory.md,
+    sixth session, "The TTFT offset: the API-server hypothesis tested"). First table: published minus
+    simulated mean / median / p99 TTFT, and the spreads p99 - mean. Second: every request passes one
+    FIFO server of ``s`` ms a request (vLLM's one API-server process; request i reaches the engine
+    at (i + 1) s) before the engine; TTFT counted from the burst's send. A counterfactual, not a
+    model term: no published figure gives ``s`` for vLLM 0.10.2's chat path."""
+    print(_row("config", "published - simulated mean / median / p99 TTFT s", "spread p99 - mean published / simulated s"))
+    print(_row(*["---"] * 3))
+    base = {n: simulate(n) for n in runs}
+    for n in runs:
+        r, s = RUNS[n], base[n]
+        print(_row(n, f"{r.ttft_s[0] - s['ttft_s']:+.2f} / {r.ttft_s[1] - s['ttft_p50_s']:+.2f} / "
+                      f"{r.ttft_s[2] - s['ttft_p99_s']:+.2f}",
+                   f"{r.ttft_s[2] - r.ttft_s[0]:.2f} / {s['ttft_p99_s'] - s['ttft_s']:.2f}"))
+    print()
+    print(_row("config: error of mean / p99 TTFT with a front end of s ms a request",
+               *(f"s = {g:g}" for g in FRONTEND_GAPS_MS), "s nearest the published mean: p99 error"))
+    print(_row(*["---"] * (len(FRONTEND_GAPS_MS) + 2)))
+    for n in runs:
+        r = RUNS[n]
+        sims = [base[n] if g == 0.0 else simulate(n, send_gap_s=g * 1e-3) for g in FRONTEND_GAPS_MS]
+        means = [x["ttft_s"] for x in sims]
+        best = min(range(len(sims)), key=lambda i: abs(means[i] / r.ttft_s[0] - 1))
+        nearest = (f"{FRONTEND_GAPS_MS[best]:g} ms: mean {_err(sims[best]['ttft_s'], r.ttft_s[0])}, "
+                   f"p99 {_err(sims[best]['ttft_p99_s'], r.ttft_s[2])}") if max(means) > 1.01 * min(means) else "none moves it"
+        print(_row(n, *(f"{_err(x['ttft_s'], r.ttft_s[0])} / {_err(x['ttft_p99_s'], r.ttft_s[2])}" for x in sims), nearest))
