@@ -114,7 +114,8 @@ markers of the system and user turns (8) and the assistant header (2). Counted b
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
            lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
-           kv_fraction: float = 1.0, prompt_extra: int = 0, batch_cap: int = 1024, send_gap_s: float = 0.0) -> dict:
+           kv_fraction: float = 1.0, prompt_extra: int = 0, batch_cap: int = 1024, send_gap_s: float = 0.0,
+           ttft_floor_s: float = 0.0) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
     max_num_batched_tokens), ``batch_cap`` seqs (vLLM's default on >= 70 GiB GPUs but A100s: 1,024;
@@ -123,7 +124,9 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
     ``kv_fraction``: the replica's KV budget on top of the execution model's 0.9 utilisation (1.0:
     all the KV memory vLLM's rule leaves, as vLLM has it); ``send_gap_s``: a counterfactual
     single-server front end (``gpt_oss_bursts.frontend_rows``): request i reaches the engine at
-    ``(i + 1) * send_gap_s``, its TTFT counted from the burst's send at t=0 as the client counts it."""
+    ``(i + 1) * send_gap_s``, its TTFT counted from the burst's send at t=0 as the client counts it;
+    ``ttft_floor_s``: a counterfactual that holds every first token until then (an API server that
+    streams no output until it has taken in the whole burst)."""
     lengths = lengths or [(pin, pout)] * n
     reqs = [Request(req_id=i, arrival_s=(i + 1) * send_gap_s, prompt_tokens=p + prompt_extra, output_tokens=o)
             for i, (p, o) in enumerate(lengths)]
@@ -137,7 +140,7 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
     ok = ~r["rejected"]
     dur = float(np.max(r["completion_s"][ok]))
     gaps = r["completion_s"][ok] - r["first_token_s"][ok]  # each request's decode, over its gaps:
-    ttft = r["ttft_s"][ok] + r["arrival_s"][ok]  # from the burst's send (t=0)
+    ttft = np.maximum(r["ttft_s"][ok] + r["arrival_s"][ok], ttft_floor_s)  # from the burst's send (t=0)
     n_gaps = np.maximum(np.array([o for _p, o in lengths])[ok] - 1, 0)  # the token-weighted mean gap
     return {"total": sum(p + o for p, o in lengths) / dur, "tpot_ms": 1e3 * float(np.nanmean(r["tpot_s"][ok])),
             "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok])),
@@ -354,6 +357,8 @@ def main() -> None:
             gpt_oss_bursts.a100_rows()
         if a.part in ("frontend", "all"):
             gpt_oss_bursts.frontend_rows()
+            print()
+            gpt_oss_bursts.short_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):

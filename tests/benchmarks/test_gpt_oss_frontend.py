@@ -35,3 +35,16 @@ def test_a_slower_front_end_stretches_the_spread_instead_of_shifting_it(tp2):
     assert slow["ttft_s"] > base["ttft_s"] + 1.0  # TTFT counted from the send: 1,000 x 9 ms to get in
     spread0, spread9 = base["ttft_p99_s"] - base["ttft_s"], slow["ttft_p99_s"] - slow["ttft_s"]
     assert spread9 > 1.3 * spread0  # the published spread (2.97 s) is within 6 % of spread0
+
+
+def test_a_first_token_floor_raises_the_early_requests_only():
+    sys.path.insert(0, str(BENCH))
+    try:
+        mm = importlib.import_module("models_memory")
+        kw = dict(sync=False, prompt_extra=mm.HARMONY_PROMPT_TOKENS)
+        base = mm._burst("gpt-oss-120b", "h100-80gb", "mxfp4", 2, 1000, 128, 4, 8192, **kw)
+        held = mm._burst("gpt-oss-120b", "h100-80gb", "mxfp4", 2, 1000, 128, 4, 8192, ttft_floor_s=2.5, **kw)
+    finally:
+        sys.path.remove(str(BENCH))
+    assert held["ttft_p50_s"] >= 2.5 - 1e-9 and held["ttft_s"] > base["ttft_s"] + 0.3
+    assert held["ttft_p99_s"] == pytest.approx(base["ttft_p99_s"], rel=1e-9)  # the tail is past the floor
