@@ -249,7 +249,7 @@ def short_rows() -> None:
 
     def runs():
         for name, (tp, sync, pub) in SHORT_RUNS.items():
-            yield f"1,000 x 128/4 {name}", pub, lambda **k: mm._burst(
+            yield f"1,000 x 128/4 {name}", pub, lambda tp=tp, sync=sync, **k: mm._burst(
                 "gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 128, 4, 8192, sync=sync,
                 prompt_extra=mm.HARMONY_PROMPT_TOKENS, **k)
         for name in ("TP2 async", "TP4 async", "PP2 async"):
