@@ -10,7 +10,8 @@ forward filter's P(on)), ``off_th`` (threshold to leave on: hysteresis), ``q_hol
 queued), ``dwell`` (stay on at least N windows), ``off_confirm`` (leave on after N windows below the
 threshold), ``off_kv`` / ``on_kv`` / ``off_split`` / ``on_split`` (table entries), ``hq`` / ``hk`` /
 ``hs`` (the configuration played while held: tier index, KV budget, split), ``drain_kv`` +
-``drain_q`` (off with another KV budget while queue + running > N). Prints the mean grade, the
+``drain_q`` (off with another KV budget while queue + running > N), ``giveup_q`` (the on entry in
+FP16 while more than N requests are queued). Prints the mean grade, the
 paired difference (± 1.96 sd / sqrt(n)) and seeds better / worse.
 """
 import os
@@ -30,7 +31,7 @@ I = {n: i for i, n in enumerate(OBS_FEATURES)}
 task = "bursty_workload"
 
 class Var(PhaseRulePolicy):
-    def __init__(self, th=0.5, q_hold=None, q_on=None, run_hold=None, off_th=None, off_kv=None, on_kv=None, drain_kv=None, drain_q=None, off_split=None, on_split=None, dwell=None, off_confirm=None, hq=None, hk=None, hs=None):
+    def __init__(self, th=0.5, q_hold=None, q_on=None, run_hold=None, off_th=None, off_kv=None, on_kv=None, drain_kv=None, drain_q=None, off_split=None, on_split=None, dwell=None, off_confirm=None, hq=None, hk=None, hs=None, giveup_q=None):
         super().__init__(task)
         if off_kv is not None: self.by_phase["off"] = self.by_phase["off"].model_copy(update={"kv_budget_fraction": off_kv})
         if on_kv is not None: self.by_phase["on"] = self.by_phase["on"].model_copy(update={"kv_budget_fraction": on_kv})
@@ -45,6 +46,7 @@ class Var(PhaseRulePolicy):
             if hs is not None: upd["prefill_decode_split"] = bool(hs)
             self.hold_cfg = self.by_phase["on"].model_copy(update=upd)
         if drain_kv is not None: self.drain = self.by_phase["off"].model_copy(update={"kv_budget_fraction": drain_kv}); self.drain_q = drain_q
+        self.giveup_q = giveup_q
         self.th, self.q_hold, self.q_on, self.run_hold, self.off_th = th, q_hold, q_on, run_hold, off_th
         self.cur = "off"; self.dwell = dwell; self.off_confirm = off_confirm; self.since = 0; self.low = 0
     def reset(self, seed=None):
@@ -69,6 +71,8 @@ class Var(PhaseRulePolicy):
         new = "on" if on else "off"
         self.since = self.since + 1 if new == self.cur else 1
         self.cur = new
+        if self.cur == "on" and self.giveup_q is not None and q > self.giveup_q:
+            return self.by_phase["on"].model_copy(update={"quantization_tier": "FP16"})
         if self.cur == "on" and getattr(self, "held", False) and self.hold_cfg is not None:
             return self.hold_cfg
         if self.cur == "off" and self.drain is not None and (q + r) > self.drain_q:
