@@ -51,15 +51,16 @@ RUNS = {
 }
 
 
-def simulate(name: str, lengths: str = "sharegpt") -> dict:
-    """The run ``name`` simulated with ``lengths`` ``sharegpt`` (the seed-0 sample) or ``lognormal``."""
+def simulate(name: str, lengths: str = "sharegpt", send_gap_s: float = 0.0) -> dict:
+    """The run ``name`` simulated with ``lengths`` ``sharegpt`` (the seed-0 sample) or ``lognormal``;
+    ``send_gap_s``: a counterfactual single-server front end (:func:`frontend_rows`)."""
     import models_memory as mm
 
     r = RUNS[name]
     pairs = (sharegpt_burst(1000, INPUT_TOKENS, r.output_tokens) if lengths == "sharegpt"
              else mm._sharegpt_like(1000, 0.8))
     return mm._burst("gpt-oss-120b", "h100-80gb", "mxfp4", r.tp, 1000, 0, 0, 8192, pairs, pp=r.pp, sync=r.sync,
-                     prompt_extra=mm.HARMONY_PROMPT_TOKENS)
+                     prompt_extra=mm.HARMONY_PROMPT_TOKENS, send_gap_s=send_gap_s)
 
 
 def _err(sim: float, pub: float) -> str:
@@ -187,3 +188,90 @@ def a100_rows() -> None:
         print(_row(name, f"{r.total_tok_s:,.0f} / {r.tpot_ms[0]:.1f} / {r.tpot_ms[1]:.1f} / {r.itl_ms:.1f} / {r.ttft_s[0]:.1f}",
                    f"{s['total']:,.0f} / {s['tpot_ms']:.1f} / {s['tpot_p50_ms']:.1f} / {s['itl_ms']:.1f} / {s['ttft_s']:.1f}",
                    _err(s["tpot_ms"], r.tpot_ms[0]), _err(s["itl_ms"], r.itl_ms), _err(s["ttft_s"], r.ttft_s[0])))
+
+
+FRONTEND_GAPS_MS = (0.0, 2.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
+"""Service times per request of the counterfactual single-server front end (ms)."""
+
+
+def frontend_rows(runs: tuple[str, ...] = ("TP1 async", "TP2 async", "TP4 async", "PP2 async")) -> None:
+    """The TTFT offset and a shape test of the API-server hypothesis (docs/bench/models_memory.md,
+    sixth session, "The TTFT offset: the API-server hypothesis tested"). First table: published minus
+    simulated mean / median / p99 TTFT, and the spreads p99 - mean. Second: every request passes one
+    FIFO server of ``s`` ms a request (vLLM's one API-server process; request i reaches the engine
+    at (i + 1) s) before the engine; TTFT counted from the burst's send. A counterfactual, not a
+    model term: no published figure gives ``s`` for vLLM 0.10.2's chat path."""
+    print(_row("config", "published - simulated mean / median / p99 TTFT s", "spread p99 - mean published / simulated s"))
+    print(_row(*["---"] * 3))
+    base = {n: simulate(n) for n in runs}
+    for n in runs:
+        r, s = RUNS[n], base[n]
+        print(_row(n, f"{r.ttft_s[0] - s['ttft_s']:+.2f} / {r.ttft_s[1] - s['ttft_p50_s']:+.2f} / "
+                      f"{r.ttft_s[2] - s['ttft_p99_s']:+.2f}",
+                   f"{r.ttft_s[2] - r.ttft_s[0]:.2f} / {s['ttft_p99_s'] - s['ttft_s']:.2f}"))
+    print()
+    print(_row("config: error of mean / p99 TTFT with a front end of s ms a request",
+               *(f"s = {g:g}" for g in FRONTEND_GAPS_MS), "s nearest the published mean: p99 error"))
+    print(_row(*["---"] * (len(FRONTEND_GAPS_MS) + 2)))
+    for n in runs:
+        r = RUNS[n]
+        sims = [base[n] if g == 0.0 else simulate(n, send_gap_s=g * 1e-3) for g in FRONTEND_GAPS_MS]
+        means = [x["ttft_s"] for x in sims]
+        best = min(range(len(sims)), key=lambda i: abs(means[i] / r.ttft_s[0] - 1))
+        nearest = (f"{FRONTEND_GAPS_MS[best]:g} ms: mean {_err(sims[best]['ttft_s'], r.ttft_s[0])}, "
+                   f"p99 {_err(sims[best]['ttft_p99_s'], r.ttft_s[2])}") if max(means) > 1.01 * min(means) else "none moves it"
+        print(_row(n, *(f"{_err(x['ttft_s'], r.ttft_s[0])} / {_err(x['ttft_p99_s'], r.ttft_s[2])}" for x in sims), nearest))
+
+
+SHORT_RUNS = {
+    "TP1 sync": (1, True, (4.850, 4.987, 7.373)),
+    "TP2 async": (2, False, (2.800, 2.412, 3.857)),
+}
+"""GPUStack's 1,000 x 128/4 random bursts through the same chat endpoint and server (the H100 page's
+"Other Benchmark Cases": the baseline ``vllm serve`` at TP1 and the optimized ``--async-scheduling
+-tp 2``; 127,755 prompt tokens, 4,000 generated): (tp, synchronous, TTFT mean / median / p99 s)."""
+
+FLOORS_S = (0.0, 1.0, 2.0, 2.5, 3.0)
+"""Counterfactual first-token floors (s): no first token reaches the client before then."""
+
+
+def short_rows() -> None:
+    """The 1,000-request bursts with 4 output tokens (no streaming to share the API server) beside
+    the ShareGPT bursts: the published TTFT against the simulated, with the FIFO front end of
+    :func:`frontend_rows` at 4 ms and a first-token floor (every first token held until the API
+    server has taken in the burst): which shape the published distributions have."""
+    import models_memory as mm
+
+    print(_row("burst", "published mean / median / p99 TTFT s", "simulated",
+               "error mean / median / p99", "front end 4 ms: error mean / p99",
+               *(f"floor {f:g} s: error mean / median / p99" for f in FLOORS_S[1:])))
+    print(_row(*["---"] * (5 + len(FLOORS_S) - 1)))
+
+    def runs():
+        for name, (tp, sync, pub) in SHORT_RUNS.items():
+            yield f"1,000 x 128/4 {name}", pub, lambda tp=tp, sync=sync, **k: mm._burst(
+                "gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 128, 4, 8192, sync=sync,
+                prompt_extra=mm.HARMONY_PROMPT_TOKENS, **k)
+        for name in ("TP2 async", "TP4 async", "PP2 async"):
+            yield f"1,000 ShareGPT {name}", RUNS[name].ttft_s, lambda n=name, **k: _sharegpt(n, **k)
+
+    for label, pub, sim in runs():
+        s, q = sim(), sim(send_gap_s=4e-3)
+
+        def errs(x, keys=("ttft_s", "ttft_p50_s", "ttft_p99_s"), p=pub):
+            return " / ".join(_err(x[k], v) for k, v in zip(keys, p) if k)
+
+        print(_row(label, " / ".join(f"{x:.2f}" for x in pub),
+                   f"{s['ttft_s']:.2f} / {s['ttft_p50_s']:.2f} / {s['ttft_p99_s']:.2f}", errs(s),
+                   f"{_err(q['ttft_s'], pub[0])} / {_err(q['ttft_p99_s'], pub[2])}",
+                   *(errs(sim(ttft_floor_s=f)) for f in FLOORS_S[1:])))
+
+
+def _sharegpt(name: str, **kw) -> dict:
+    """The ShareGPT run ``name`` with :func:`models_memory._burst`'s counterfactual keywords."""
+    import models_memory as mm
+
+    r = RUNS[name]
+    return mm._burst("gpt-oss-120b", "h100-80gb", "mxfp4", r.tp, 1000, 0, 0, 8192,
+                     sharegpt_burst(1000, INPUT_TOKENS, r.output_tokens), pp=r.pp, sync=r.sync,
+                     prompt_extra=mm.HARMONY_PROMPT_TOKENS, **kw)

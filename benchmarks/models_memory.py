@@ -1,9 +1,9 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|capacity|ttft|pp|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|capacity|ttft|pp|frontend|cpu|routers|speed|all]
 
-(``ttft`` and ``pp``: ``benchmarks/gpt_oss_bursts.py``, GPUStack's gpt-oss-120b ShareGPT bursts.)
+(``ttft``, ``pp`` and ``frontend``: ``benchmarks/gpt_oss_bursts.py``, GPUStack's gpt-oss-120b ShareGPT bursts.)
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -114,16 +114,21 @@ markers of the system and user turns (8) and the assistant header (2). Counted b
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
            lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
-           kv_fraction: float = 1.0, prompt_extra: int = 0, batch_cap: int = 1024) -> dict:
+           kv_fraction: float = 1.0, prompt_extra: int = 0, batch_cap: int = 1024, send_gap_s: float = 0.0,
+           ttft_floor_s: float = 0.0) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
     max_num_batched_tokens), ``batch_cap`` seqs (vLLM's default on >= 70 GiB GPUs but A100s: 1,024;
     A100: 256); ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
     server adds to every prompt (a chat template), simulated but not credited to the throughput;
     ``kv_fraction``: the replica's KV budget on top of the execution model's 0.9 utilisation (1.0:
-    all the KV memory vLLM's rule leaves, as vLLM has it)."""
+    all the KV memory vLLM's rule leaves, as vLLM has it); ``send_gap_s``: a counterfactual
+    single-server front end (``gpt_oss_bursts.frontend_rows``): request i reaches the engine at
+    ``(i + 1) * send_gap_s``, its TTFT counted from the burst's send at t=0 as the client counts it;
+    ``ttft_floor_s``: a counterfactual that holds every first token until then (an API server that
+    streams no output until it has taken in the whole burst)."""
     lengths = lengths or [(pin, pout)] * n
-    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p + prompt_extra, output_tokens=o)
+    reqs = [Request(req_id=i, arrival_s=(i + 1) * send_gap_s, prompt_tokens=p + prompt_extra, output_tokens=o)
             for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
                        chunk_size=chunk, batch_cap=batch_cap, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
@@ -135,12 +140,13 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
     ok = ~r["rejected"]
     dur = float(np.max(r["completion_s"][ok]))
     gaps = r["completion_s"][ok] - r["first_token_s"][ok]  # each request's decode, over its gaps:
+    ttft = np.maximum(r["ttft_s"][ok] + r["arrival_s"][ok], ttft_floor_s)  # from the burst's send (t=0)
     n_gaps = np.maximum(np.array([o for _p, o in lengths])[ok] - 1, 0)  # the token-weighted mean gap
     return {"total": sum(p + o for p, o in lengths) / dur, "tpot_ms": 1e3 * float(np.nanmean(r["tpot_s"][ok])),
             "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok])),
             "itl_ms": 1e3 * float(gaps.sum() / max(1, n_gaps.sum())),
-            "ttft_s": float(np.mean(r["ttft_s"][ok])), "ttft_p50_s": float(np.median(r["ttft_s"][ok])),
-            "ttft_p99_s": float(np.percentile(r["ttft_s"][ok], 99))}
+            "ttft_s": float(np.mean(ttft)), "ttft_p50_s": float(np.median(ttft)),
+            "ttft_p99_s": float(np.percentile(ttft, 99))}
 
 
 GPUSTACK_H100 = ((100, 32000, 100, 3_200_000, 9_877, 16136.57, 23.99),
@@ -327,7 +333,7 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "moe", "capacity", "ttft", "pp", "cpu", "routers", "speed", "all"),
+    ap.add_argument("--part", choices=("published", "moe", "capacity", "ttft", "pp", "frontend", "cpu", "routers", "speed", "all"),
                     default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
@@ -336,7 +342,7 @@ def main() -> None:
         moe_rows()
     if a.part in ("capacity", "all"):
         capacity_rows()
-    if a.part in ("ttft", "pp", "all"):
+    if a.part in ("ttft", "pp", "frontend", "all"):
         import gpt_oss_bursts  # GPUStack's ShareGPT bursts at TP1 / TP2 / TP4 / PP2
 
         if a.part in ("ttft", "all"):
@@ -349,6 +355,10 @@ def main() -> None:
             gpt_oss_bursts.greedy_rows()
             print()
             gpt_oss_bursts.a100_rows()
+        if a.part in ("frontend", "all"):
+            gpt_oss_bursts.frontend_rows()
+            print()
+            gpt_oss_bursts.short_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):
