@@ -18,13 +18,7 @@ from inferencegym.envs.actions import (
     action_space,
 )
 from inferencegym.envs.curriculum import CurriculumMixin
-from inferencegym.envs.reward import (
-    REWARD_COMPONENTS,
-    RewardConfig,
-    grade_term,
-    reward_components,
-    total_reward,
-)
+from inferencegym.envs.reward import REWARD_COMPONENTS, RewardConfig, grade_term, reward_components, total_reward
 from inferencegym.sim.execution import ExecutionModel
 from inferencegym.sim.presets import get_gpu
 from inferencegym.tasks.adapter import make_cluster, requests_from_workload

@@ -10,6 +10,7 @@ from typing import Any
 
 from .spec_draws import table_draw, tenant_draws
 
+
 def apply_spec(rep: Any, decodes: list, now: float) -> None:
     """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
     (each accepted with probability alpha until the first rejection) plus one target token:
