@@ -2,8 +2,9 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/env_speed.py [--episodes 3] [--json]
 
-For each single-agent task and each policy (static_default: no speculation; random: every knob
-moves, including speculation and quantization switches), runs whole episodes and reports the
+For each single-agent task and each shipped non-LLM baseline (static_default: no speculation;
+heuristic; random: every knob moves, including speculation and quantization switches; best_static;
+phase_rule; clairvoyant, privileged: run with ``privileged=True``), runs whole episodes and reports the
 median over episodes of steps per second in CPU time of this process (``time.process_time``: the
 machine is shared, so wall time would measure the neighbours) and in wall time.
 """
@@ -18,18 +19,20 @@ import time
 from inferencegym.envs import list_tasks
 from inferencegym.evaluation.single import to_env_action
 from inferencegym.envs.serve_env import LLMServeEnv
-from inferencegym.policies import get_policy
+from inferencegym.policies import get_policy, is_privileged
+
+BASELINES = "static_default,heuristic,random,best_static,phase_rule,clairvoyant"
+"""Every shipped single-agent baseline except ``llm`` (a chat model behind an API)."""
 
 
 def bench(task_id: str, policy_name: str, episodes: int, seed: int = 0) -> dict:
-    env = LLMServeEnv(task_id)
+    env = LLMServeEnv(task_id, privileged=is_privileged(policy_name))
     pol = get_policy(policy_name, task_id)
     cpu, wall, reqs = [], [], []
     for e in range(episodes):
         if hasattr(pol, "reset"):
             pol.reset(seed=seed + e)
         obs, info = env.reset(seed=seed + e)
-        actions = []
         c0, w0 = time.process_time(), time.perf_counter()
         n = 0
         while True:
@@ -51,13 +54,15 @@ def bench(task_id: str, policy_name: str, episodes: int, seed: int = 0) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=3)
-    ap.add_argument("--policies", default="static_default,heuristic,random")
+    ap.add_argument("--policies", default=BASELINES)
+    ap.add_argument("--tasks", default=None, help="comma-separated task ids (default: every single-agent task)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
-    for t in list_tasks(kind="single"):
+    tasks = args.tasks.split(",") if args.tasks else [t.task_id for t in list_tasks(kind="single")]
+    for t in tasks:
         for p in args.policies.split(","):
-            row = bench(t.task_id, p, args.episodes)
+            row = bench(t, p, args.episodes)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)

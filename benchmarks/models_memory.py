@@ -1,7 +1,9 @@
 """Issue 26 figures: MoE/FP8 against published results, the CPU KV tier on the Mooncake trace, and
 the simulator's cost per request of the MoE presets against dense presets of about their active size.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|capacity|ttft|pp|cpu|routers|speed|all]
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/models_memory.py [--part published|moe|capacity|ttft|pp|frontend|cpu|routers|speed|all]
+
+(``ttft``, ``pp`` and ``frontend``: ``benchmarks/gpt_oss_bursts.py``, GPUStack's gpt-oss-120b ShareGPT bursts.)
 
 Prints markdown tables (docs/bench/models_memory.md). Reads ../shared/reference (the Mooncake trace,
 the H200 FP8 GEMM rows) or $INFERENCEGYM_REFERENCE_DIR.
@@ -112,18 +114,24 @@ markers of the system and user turns (8) and the assistant header (2). Counted b
 
 def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: int, chunk: int,
            lengths: list[tuple[int, int]] | None = None, pp: int = 1, sync: bool = False,
-           kv_fraction: float = 1.0, prompt_extra: int = 0) -> dict:
+           kv_fraction: float = 1.0, prompt_extra: int = 0, batch_cap: int = 1024, send_gap_s: float = 0.0,
+           ttft_floor_s: float = 0.0) -> dict:
     """``n`` requests of fixed lengths (or ``lengths``) at t=0 on one replica (``vllm bench serve`` /
     ``bench throughput`` with an infinite rate): vLLM V1 chunked prefill (``chunk`` =
-    max_num_batched_tokens), 1,024 seqs; ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
+    max_num_batched_tokens), ``batch_cap`` seqs (vLLM's default on >= 70 GiB GPUs but A100s: 1,024;
+    A100: 256); ``sync``: see :func:`_engine`; ``prompt_extra``: tokens the
     server adds to every prompt (a chat template), simulated but not credited to the throughput;
     ``kv_fraction``: the replica's KV budget on top of the execution model's 0.9 utilisation (1.0:
-    all the KV memory vLLM's rule leaves, as vLLM has it)."""
+    all the KV memory vLLM's rule leaves, as vLLM has it); ``send_gap_s``: a counterfactual
+    single-server front end (``gpt_oss_bursts.frontend_rows``): request i reaches the engine at
+    ``(i + 1) * send_gap_s``, its TTFT counted from the burst's send at t=0 as the client counts it;
+    ``ttft_floor_s``: a counterfactual that holds every first token until then (an API server that
+    streams no output until it has taken in the whole burst)."""
     lengths = lengths or [(pin, pout)] * n
-    reqs = [Request(req_id=i, arrival_s=0.0, prompt_tokens=p + prompt_extra, output_tokens=o)
+    reqs = [Request(req_id=i, arrival_s=(i + 1) * send_gap_s, prompt_tokens=p + prompt_extra, output_tokens=o)
             for i, (p, o) in enumerate(lengths)]
     rc = ReplicaConfig(model=model, gpu=gpu, quantization=quant, tensor_parallel=tp, scheduler="sarathi",
-                       chunk_size=chunk, batch_cap=1024, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
+                       chunk_size=chunk, batch_cap=batch_cap, pipeline_parallel=pp, kv_budget_fraction=kv_fraction)
     c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0),
                 execution_model=_engine(model, gpu, quant, tp, pp, sync))
     c.submit(reqs)
@@ -131,9 +139,14 @@ def _burst(model: str, gpu: str, quant: str, tp: int, n: int, pin: int, pout: in
     r = c.results()
     ok = ~r["rejected"]
     dur = float(np.max(r["completion_s"][ok]))
+    gaps = r["completion_s"][ok] - r["first_token_s"][ok]  # each request's decode, over its gaps:
+    ttft = np.maximum(r["ttft_s"][ok] + r["arrival_s"][ok], ttft_floor_s)  # from the burst's send (t=0)
+    n_gaps = np.maximum(np.array([o for _p, o in lengths])[ok] - 1, 0)  # the token-weighted mean gap
     return {"total": sum(p + o for p, o in lengths) / dur, "tpot_ms": 1e3 * float(np.nanmean(r["tpot_s"][ok])),
             "tpot_p50_ms": 1e3 * float(np.nanmedian(r["tpot_s"][ok])),
-            "ttft_s": float(np.mean(r["ttft_s"][ok])), "ttft_p50_s": float(np.median(r["ttft_s"][ok]))}
+            "itl_ms": 1e3 * float(gaps.sum() / max(1, n_gaps.sum())),
+            "ttft_s": float(np.mean(ttft)), "ttft_p50_s": float(np.median(ttft)),
+            "ttft_p99_s": float(np.percentile(ttft, 99))}
 
 
 GPUSTACK_H100 = ((100, 32000, 100, 3_200_000, 9_877, 16136.57, 23.99),
@@ -171,11 +184,12 @@ def moe_rows() -> None:
                    _err(b["total"], tot)))
         print(_row(f"gpt-oss-120b H100, {n} x {pin}/{pout}, mean TPOT ms", f"{tpot:.1f}", f"{b['tpot_ms']:.1f}",
                    _err(b["tpot_ms"], tpot)))
-    for sigma in (0.8, 1.1):
-        lengths = _sharegpt_like(1000, sigma)
+    from sharegpt_sample import sharegpt_burst
+    for label, lengths in (("vLLM's seed-0 ShareGPT sample", sharegpt_burst(1000, 215_312, 195_544)),
+                           ("lognormal sd 0.8", _sharegpt_like(1000, 0.8))):
         b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", 1, 1000, 0, 0, 8192, lengths, sync=True,
                    prompt_extra=HARMONY_PROMPT_TOKENS)
-        print(_row(f"gpt-oss-120b H100, 1000 ShareGPT-like (lognormal sd {sigma}), total tok/s / mean / p50 TPOT ms",
+        print(_row(f"gpt-oss-120b H100, 1000 ShareGPT ({label}), total tok/s / mean / p50 TPOT ms",
                    "6,095 / 54.1 / 47.6", f"{b['total']:,.0f} / {b['tpot_ms']:.1f} / {b['tpot_p50_ms']:.1f}",
                    f"{_err(b['total'], 6095.37)} / {_err(b['tpot_ms'], 54.10)} / {_err(b['tpot_p50_ms'], 47.57)}"))
     g = _engine("gpt-oss-120b", "h100-80gb", "mxfp4", sync=True)
@@ -234,48 +248,6 @@ def capacity_rows() -> None:
                f"{(fi.activation_peak_bytes(1024) + fi.non_torch_bytes) / gib:.2f}",
                f">= {need:.2f} / {fi.kv_free_bytes(1024) / gib:.2f} (PyTorch-native: "
                f"{(fi.usable_bytes - fi.variant(sampler='torch-native').non_kv_bytes(1024)) / gib:.2f})"))
-
-
-def ttft_rows() -> None:
-    """Mean / median TTFT of GPUStack's 1,000-prompt ShareGPT bursts on gpt-oss-120b: how long the queue
-    waits is set by how many sequences the KV cache admits at once (TP1 synchronous and asynchronous,
-    TP2, PP2; ShareGPT-like lengths of log-sd 0.8 / 1.1)."""
-    pub = {"TP1 sync": (24.83, 25.97), "TP1 async": (23.63, 24.60), "TP2 async": (4.61, 4.60),
-           "PP2 async": (4.47, 4.39)}
-    print(_row("config (published mean / median TTFT s)", "log-sd 0.8: mean / median", "log-sd 1.1: mean / median",
-               "error of the mean (0.8 / 1.1)"))
-    print(_row(*["---"] * 4))
-    for label, (tp, pp, sync) in {"TP1 sync": (1, 1, True), "TP1 async": (1, 1, False),
-                                  "TP2 async": (2, 1, False), "PP2 async": (1, 2, False)}.items():
-        cells, errs = [], []
-        for sigma in (0.8, 1.1):
-            b = _burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, sigma),
-                       pp=pp, sync=sync, prompt_extra=HARMONY_PROMPT_TOKENS)
-            cells.append(f"{b['ttft_s']:.2f} / {b['ttft_p50_s']:.2f}")
-            errs.append(_err(b["ttft_s"], pub[label][0]))
-        print(_row(f"{label} ({pub[label][0]:.2f} / {pub[label][1]:.2f})", *cells, " / ".join(errs)))
-
-
-GPUSTACK_PARALLEL = {"TP1": (1, 1, 6325.41, 52.66), "TP2": (2, 1, 16042.19, 86.54), "PP2": (1, 2, 11198.56, 115.37)}
-"""GPUStack's gpt-oss-120b H100 runs with ``--async-scheduling`` (vLLM 0.10.2, 1,000 ShareGPT prompts):
-tensor parallel, pipeline parallel, total tok/s, mean TPOT ms."""
-
-
-def pp_rows() -> None:
-    """Pipeline parallelism against GPUStack's gpt-oss-120b PP2 run (and TP1 / TP2 beside it)."""
-    print(_row("config", "published total tok/s / mean TPOT", "simulated (log-sd 0.8)", "simulated (log-sd 1.1)",
-               "published ratio to TP1", "simulated ratio to TP1 (0.8 / 1.1)"))
-    print(_row(*["---"] * 6))
-    sims = {}
-    for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
-        sims[name] = [_burst("gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 0, 0, 8192, _sharegpt_like(1000, s), pp=pp,
-                             prompt_extra=HARMONY_PROMPT_TOKENS) for s in (0.8, 1.1)]
-    for name, (tp, pp, tot, tpot) in GPUSTACK_PARALLEL.items():
-        a, b = sims[name]
-        ra, rb = (a["total"] / sims["TP1"][0]["total"], b["total"] / sims["TP1"][1]["total"])
-        print(_row(name, f"{tot:,.0f} / {tpot:.1f} ms", f"{a['total']:,.0f} / {a['tpot_ms']:.1f} ms",
-                   f"{b['total']:,.0f} / {b['tpot_ms']:.1f} ms", f"{tot / GPUSTACK_PARALLEL['TP1'][2]:.2f}x",
-                   f"{ra:.2f}x / {rb:.2f}x"))
 
 
 def _mooncake(cpu_gb: float, router: str = "llmd_precise", connector: str = "offload") -> dict:
@@ -361,7 +333,7 @@ def speed() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("published", "moe", "capacity", "ttft", "pp", "cpu", "routers", "speed", "all"),
+    ap.add_argument("--part", choices=("published", "moe", "capacity", "ttft", "pp", "frontend", "cpu", "routers", "speed", "all"),
                     default="all")
     a = ap.parse_args()
     if a.part in ("published", "all"):
@@ -370,10 +342,23 @@ def main() -> None:
         moe_rows()
     if a.part in ("capacity", "all"):
         capacity_rows()
-    if a.part in ("ttft", "all"):
-        ttft_rows()
-    if a.part in ("pp", "all"):
-        pp_rows()
+    if a.part in ("ttft", "pp", "frontend", "all"):
+        import gpt_oss_bursts  # GPUStack's ShareGPT bursts at TP1 / TP2 / TP4 / PP2
+
+        if a.part in ("ttft", "all"):
+            gpt_oss_bursts.ttft_rows()
+        if a.part in ("pp", "all"):
+            gpt_oss_bursts.pp_rows()
+            print()
+            gpt_oss_bursts.decode_step_rows()
+            print()
+            gpt_oss_bursts.greedy_rows()
+            print()
+            gpt_oss_bursts.a100_rows()
+        if a.part in ("frontend", "all"):
+            gpt_oss_bursts.frontend_rows()
+            print()
+            gpt_oss_bursts.short_rows()
     if a.part in ("cpu", "all"):
         cpu_tier()
     if a.part in ("routers", "all"):

@@ -49,6 +49,10 @@ def main(argv=None) -> int:
     ap.add_argument("--scenarios", default="azure,mooncake")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--bytecode", action="store_true",
+                    help="byte-compile each tree's package once before timing (python -m compileall, as "
+                         "a wheel install leaves it); without it, under PYTHONDONTWRITEBYTECODE=1 every "
+                         "process compiles the package's modules from source")
     a = ap.parse_args(argv)
     tool = _peer_tool(a.tool)
     trees = []
@@ -58,6 +62,12 @@ def main(argv=None) -> int:
             raise SystemExit(f"--tree expects NAME=PATH with an existing folder, got {t!r}")
         trees.append((name, str(Path(path).resolve())))
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.bytecode:
+        import subprocess
+
+        for _name, path in trees:
+            subprocess.run([a.ig_python, "-m", "compileall", "-q", str(Path(path) / "inferencegym")],
+                           check=True, capture_output=True)
     scen: dict = {}
     if "azure" in a.scenarios:
         tool.prep_conv(a.azure_conv, a.out)
@@ -99,7 +109,8 @@ def main(argv=None) -> int:
             log.flush()
             print(json.dumps(out), flush=True)
     md = [f"Started {started}, finished {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
-          f"{a.rounds} interleaved rounds; load average at the end {os.getloadavg()[0]:.1f}.", ""]
+          f"{a.rounds} interleaved rounds; load average at the end {os.getloadavg()[0]:.1f}"
+          f"{'; trees byte-compiled first' if a.bytecode else ''}.", ""]
     med = lambda xs: statistics.median(xs)  # noqa: E731
     for sname in scen:
         blis = res[(sname, "BLIS csd0")]

@@ -17,7 +17,6 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-import click
 import typer
 
 #: Exceptions that mean "the input was wrong" (exit 2).
@@ -100,9 +99,9 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
         check_finite(kwargs, floats)
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, click.exceptions.ClickException, click.exceptions.Exit,
-                KeyboardInterrupt, SystemExit):
-            raise
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
+            raise  # (click's own exceptions are none of the user errors below: they pass through too,
+            # without importing the click package into every command)
         except MemoryError:
             fail("out of memory: the request is too large for this machine; lower the sizes "
                  "(replicas, duration, rate, bins)", code=1)

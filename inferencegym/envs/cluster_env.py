@@ -260,18 +260,16 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
 
     def _router_obs(self, req) -> dict:
         feats = self._features.replicas(req.prompt_tokens if req is not None else None, req)
-        fits, up = self._features.fits, self._up
-        self._mask = np.array([1.0 if f and u else 0.0 for f, u in zip(fits, up)], dtype=np.float32)
-        self._any_fits = any(f and u for f, u in zip(fits, up))
+        ok = [1.0 if f and u else 0.0 for f, u in zip(self._features.fits, self._up)]
+        self._mask = np.array(ok, dtype=np.float32)
+        self._any_fits = 1.0 in ok
         return {"replicas": feats, "request": self._features.request(req), "action_mask": self._mask}
 
     def _router_info(self, req, comps: dict[str, float]) -> dict:
-        f = self._features.last_sim
         info = {"t_s": self.cluster.now_s, "decision": self.decisions}
         for k, v in comps.items():
             info[_REWARD_KEY.get(k) or f"reward/{k}"] = v
-        info["outstanding_requests"] = f[:, 0] + f[:, 3]
-        info["kv_occupancy"] = f[:, 4]
+        info["outstanding_requests"], info["kv_occupancy"] = self._features.outstanding_and_kv()
         if req is not None:
             info["request_prompt_tokens"] = req.prompt_tokens
             info["request_tenant"] = req.tenant
@@ -284,15 +282,23 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         rw = replica_rewards(self._ledger, self._capacity_tokens)
         mean_feats = feats.mean(axis=0)
         knobs_norm = self._knobs / (np.asarray(REPLICA_ACTION_NVEC) - 1)
+        # every replica's row at once: [own features, cluster mean, knobs, throughput, SLO] in
+        # float64 (what the concatenation of each row promotes to), clipped, then float32
+        extra = np.empty((self.n, 2), dtype=np.float64)
+        extra[:, 0] = np.minimum(rw.throughput, FEATURE_CLIP)
+        extra[:, 1] = rw.slo_attainment
+        rows = np.concatenate([feats, np.broadcast_to(mean_feats, feats.shape), knobs_norm, extra], axis=1)
+        rows = np.clip(rows, -FEATURE_CLIP, FEATURE_CLIP).astype(np.float32)
+        total = rw.total.tolist()
+        comps = [(f"reward/{k}", np.asarray(v, dtype=np.float64).tolist()) for k, v in rw.components.items()]
+        knobs = self._knobs.copy()
         obs, rew, info = {}, {}, {}
         for i, rid in enumerate(self.replica_ids):
-            o = np.concatenate([feats[i], mean_feats, knobs_norm[i],
-                                [min(rw.throughput[i], FEATURE_CLIP), rw.slo_attainment[i]]])
-            obs[rid] = np.clip(o, -FEATURE_CLIP, FEATURE_CLIP).astype(np.float32)
-            rew[rid] = float(rw.total[i])
-            info[rid] = {f"reward/{k}": float(v[i]) for k, v in rw.components.items()}
-            info[rid]["window"] = self._window
-            info[rid]["knobs"] = self._knobs[i].copy()
+            obs[rid] = rows[i]
+            rew[rid] = total[i]
+            d = info[rid] = {k: v[i] for k, v in comps}
+            d["window"] = self._window
+            d["knobs"] = knobs[i]
         return obs, rew, info
 
     def _advance(self) -> Transition:

@@ -86,7 +86,9 @@ class RouterFeatures:
         self._queue_ema = [0.0] * self.n
         self._iter_s_cache: dict[tuple[int, int], float] = {}
         self.on_knobs_changed(batch_caps)
-        self.last_sim = np.zeros((self.n, _N_SIM), dtype=np.float32)
+        self._sim = array("f", bytes(4 * self.n * _N_SIM))  # zeros until the first replicas() call
+        self._sim_rows = self._sim.tolist()
+        self._last_sim = None
         self.fits = [True] * self.n
 
     def on_knobs_changed(self, batch_caps: np.ndarray) -> None:
@@ -137,9 +139,26 @@ class RouterFeatures:
         if not (max(vals) <= c and min(vals) >= -c):
             vals = [(c if v > c else (-c if v < -c else v)) for v in vals]
         out = np.frombuffer(array("f", vals), dtype=np.float32).reshape(n, -1)
-        self.last_sim = np.frombuffer(sim, dtype=np.float32).reshape(n, _N_SIM)
+        self._sim = sim
+        self._sim_rows = sv
+        self._last_sim = None
         self.fits = fits
         return out
+
+    @property
+    def last_sim(self) -> np.ndarray:
+        """The simulator's seven columns (float32, ``(N, 7)``) read by the last :meth:`replicas`
+        call (built when first asked: most decisions only need :meth:`outstanding_and_kv`)."""
+        m = self._last_sim
+        if m is None:
+            m = self._last_sim = np.frombuffer(self._sim, dtype=np.float32).reshape(self.n, _N_SIM)
+        return m
+
+    def outstanding_and_kv(self) -> tuple[np.ndarray, np.ndarray]:
+        """(queued + running, KV occupancy) per replica (float32) from the last :meth:`replicas`
+        call: ``last_sim[:, 0] + last_sim[:, 3]`` and ``last_sim[:, 4]``."""
+        f = self.last_sim
+        return f[:, 0] + f[:, 3], f[:, 4]
 
     def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
         """Per replica, in :data:`PREFIX_FEATURES` order: cached_share, cache_occupancy (both from

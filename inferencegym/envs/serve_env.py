@@ -18,7 +18,7 @@ from inferencegym.envs.actions import (
     action_space,
 )
 from inferencegym.envs.curriculum import CurriculumMixin
-from inferencegym.envs.reward import RewardConfig, grade_term, reward_components, total_reward
+from inferencegym.envs.reward import REWARD_COMPONENTS, RewardConfig, grade_term, reward_components, total_reward
 from inferencegym.sim.execution import ExecutionModel
 from inferencegym.sim.presets import get_gpu
 from inferencegym.tasks.adapter import make_cluster, requests_from_workload
@@ -64,6 +64,10 @@ RAW_KEYS: tuple[str, ...] = (
 """Raw (unnormalised) window figures, in ``info`` as ``sim/<key>``."""
 
 _NAN = math.nan
+_SIM_INFO_KEYS = {k: f"sim/{k}" for k in (*RAW_KEYS, "ttft_slo_s", "tbt_slo_s")}
+"""Raw window key -> its ``info`` key (formatted once)."""
+_REWARD_INFO_KEYS = {k: f"reward/{k}" for k in REWARD_COMPONENTS}
+"""Reward component -> its ``info`` key."""
 
 
 def _f(x: Any) -> float:
@@ -219,6 +223,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self._wl: EpisodeWorkload | None = None
         self._step = 0
         self._seed: int | None = None
+        self._dumped: tuple = (None, None)
         self._setup_models()
 
     # ------------------------------------------------------------------------------------------
@@ -329,13 +334,17 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
                               raw["quality_delta"]))
         self._last_raw = raw
         obs = self._observation(raw)
-        info: dict[str, Any] = {f"sim/{k}": v for k, v in raw.items()}
+        keys = _SIM_INFO_KEYS
+        info: dict[str, Any] = {keys.get(k) or f"sim/{k}": v for k, v in raw.items()}
+        keys = _REWARD_INFO_KEYS
         for k, v in comps.items():
-            info[f"reward/{k}"] = v
+            info[keys.get(k) or f"reward/{k}"] = v
         info["reward/total"] = reward
         if self.privileged:
             info.update(self._oracle())
-        info["action"] = a.model_dump()
+        if a is not self._dumped[0]:  # (a policy that keeps its action object: dumped once)
+            self._dumped = (a, a.model_dump())
+        info["action"] = dict(self._dumped[1])
         truncated = self._step >= t.episode_windows
         if truncated:
             g = self.grade()

@@ -120,7 +120,9 @@ class HeuristicPolicy:
         self.calm_prio = 0
 
     def act(self, obs: Any, info: dict | None = None) -> ServeAction:
-        o = np.asarray(obs, dtype=np.float64)
+        # the features as Python floats (float32 -> float64 exactly, as np.asarray(obs, float64))
+        o = obs.tolist() if isinstance(obs, np.ndarray) and obs.ndim == 1 else \
+            np.asarray(obs, dtype=np.float64).tolist()
         rb = self.task.ref_batch
         queue = o[_I["queue_depth"]] * rb
         running = o[_I["running"]] * rb

@@ -12,7 +12,8 @@ watermark, preemption and priority live in one place (``replica.py``).
               ``num_scheduler_steps`` N > 1 (v0.6 multi-step) a pure-decode batch is a block of N
               steps and nothing is admitted until it ends.
 * ``sarathi`` chunked prefill (Sarathi-Serve): every iteration carries all decodes plus prompt
-              chunks up to ``chunk_size`` tokens in all (stall-free batching).
+              chunks up to ``chunk_size`` tokens in all (stall-free batching; with pipeline
+              stages, ``chunk_size`` per micro-batch).
 * ``static``  request-level batching (FasterTransformer, pre-Orca): a batch is admitted only when
               the replica is empty, prefilled together, and runs until its last request finishes;
               KV is reserved for the full length at admission, so it never preempts.
@@ -36,6 +37,9 @@ class VLLMScheduler:
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         steps = rep.cfg.num_scheduler_steps
+        if steps == 1 and not rep.waiting and not rep.prio_waiting and not rep.partials_possible:
+            rep.reserve_decode()  # nothing to admit or finish prefilling: the decodes alone (the
+            return [], True       # common case of the loop below, without its queue look-ups)
         if steps > 1 and rep.in_step_block():
             # multi-step (vLLM v0.6 ``--num-scheduler-steps``): inside a decode block the engine does
             # not call the scheduler (``LLMEngine.step`` skips it while ``_has_remaining_steps``), so
@@ -71,7 +75,13 @@ class VLLMScheduler:
 
 
 class SarathiScheduler:
-    """Chunked prefill with decodes piggybacked, ``chunk_size`` tokens per iteration (Sarathi-Serve)."""
+    """Chunked prefill with decodes piggybacked, ``chunk_size`` tokens per iteration (Sarathi-Serve).
+
+    With ``pipeline_parallel`` P > 1 an iteration is P micro-batches, each scheduled by its own
+    scheduler call with the whole ``chunk_size`` budget (vLLM V1's batch queue:
+    ``EngineCore.step_with_batch_queue`` calls ``Scheduler.schedule()`` once per in-flight batch, each
+    with ``max_num_batched_tokens``; a request in flight is skipped): up to ``P x chunk_size`` tokens
+    an iteration, one prompt's chunk at most ``chunk_size`` (it sits in one micro-batch)."""
 
     name = "sarathi"
 
@@ -81,7 +91,9 @@ class SarathiScheduler:
         for r in rep.running:
             if r.prefilled_tokens >= r.prefill_target:
                 n_dec += 1
-        budget = rep.cfg.chunk_size - n_dec
+        cfg = rep.cfg
+        per = cfg.chunk_size
+        budget = per * cfg.pipeline_parallel - n_dec
         chunks: list = []
         for r in rep.running:
             if budget <= 0:
@@ -89,6 +101,8 @@ class SarathiScheduler:
             rem = r.prefill_target - r.prefilled_tokens
             if rem > 0:
                 c = rem if rem < budget else budget
+                if c > per:
+                    c = per
                 chunks.append((r, c))
                 budget -= c
         while budget > 0:
@@ -98,6 +112,8 @@ class SarathiScheduler:
             rem = r.prefill_target - r.prefilled_tokens
             if rem > 0:
                 c = rem if rem < budget else budget
+                if c > per:
+                    c = per
                 chunks.append((r, c))
                 budget -= c
         return chunks, True

@@ -153,6 +153,7 @@ class Cluster(ClusterReadout):
         reps = self.replicas
         ledger = self.ledger
         sched = self._schedule_event
+        claim = self.events.claim_first
         check = self.check
         guard = self.external and not decide and self._fallback_router is None
         for ev in (self._guarded_until(t_s) if guard else self.events.until(t_s)):
@@ -163,18 +164,31 @@ class Cluster(ClusterReadout):
                 rep = reps[ev[3]]
                 if ev[4] != rep.version:
                     continue
-                done, handoffs = rep.on_step_end(t)
-                if done:
-                    ledger.complete(done)
-                for r in handoffs:
-                    self._start_transfer(r, rep)
-                end = rep.plan(t)
-                if end is not None:
+                while True:
+                    done, handoffs = rep.on_step_end(t)
+                    if done:
+                        ledger.complete(done)
+                    for r in handoffs:
+                        self._start_transfer(r, rep)
+                    end = rep.plan(t)
+                    if end is None:
+                        break
                     if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
                         end = advance_spec(rep, self._ahead_limit(t_s))
-                    if end is not None:  # (_push_step, inline)
-                        v = rep.version = rep.version + 1
-                        sched(end, EV_STEP, rep.id, v)
+                        if end is None:
+                            break
+                    v = rep.version = rep.version + 1  # (_push_step, inline)
+                    # the replica's next step comes before every queued event: it is the next
+                    # event, handled here without the queue (same order, same sequence numbers)
+                    if (end <= t_s and not (until_done and ledger.completed + ledger.rejected >= ledger.submitted)
+                            and claim(end)):
+                        if check:
+                            self.check_invariants()
+                        t = end
+                        self.now_s = t
+                        continue
+                    sched(end, EV_STEP, rep.id, v)
+                    break
             elif kind == EV_ARRIVAL:
                 r = ev[3]
                 ledger.win_arrivals += 1

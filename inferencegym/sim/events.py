@@ -62,6 +62,21 @@ class EventQueue:
         if priority:
             _push(self._other, (time, priority, seq))
 
+    def claim_first(self, time: float) -> bool:
+        """An event at ``time`` of priority ``EV_STEP`` about to be scheduled would be the very next
+        one popped (strictly before every queued event): take its sequence number, as
+        :meth:`schedule` would, and return True; the caller handles it at once instead of queueing
+        it (the same events in the same order, one push and pop fewer). False: schedule it."""
+        h = self._heap
+        if h and not time < h[0][0]:
+            return False
+        arr = self._arr
+        ai = self._ai
+        if ai < len(arr) and not time < arr[ai][0]:
+            return False
+        next(self._seq)
+        return True
+
     def pop(self) -> tuple:
         """Remove and return the earliest event (IndexError when empty)."""
         h = self._heap

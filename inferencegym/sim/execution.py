@@ -217,6 +217,9 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         layers hold their window only and are not counted, ``sim/sliding_window.py``)."""
         self._setup_pipeline()
         self._coeff_cache: dict[tuple[int, int], tuple[float, float]] = {}
+        self._prefill1_cache: dict[tuple[int, int], float] = {}
+        """``iteration_time_s`` of one prompt chunk without decodes, per (chunk tokens, context): a
+        pure function of the model (as the decode coefficients), ~90 % hits on a replayed trace."""
         # the proposer's own execution model (kernel time only; the engine's launch overhead is
         # added per draft pass by SpeculativeCosts)
         shape = draft_shape(self.model, self.draft, t)
@@ -295,6 +298,17 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         if not prefill_chunks:
             a, b = self.decode_coeffs(decode_batch, speculation_depth)
             return a + b * decode_context_tokens
+        if not decode_batch and len(prefill_chunks) == 1:  # one prompt alone (no decodes: the
+            key = prefill_chunks[0]  # speculation depth plays no part): memoised per (chunk, context)
+            if type(key) is tuple and len(key) == 2 and type(key[0]) is int and type(key[1]) is int:
+                t = self._prefill1_cache.get(key)
+                if t is None:
+                    t = self._prefill1_cache[key] = self._iteration_time_s(prefill_chunks, 0, 0, 0)
+                return t
+        return self._iteration_time_s(prefill_chunks, decode_batch, decode_context_tokens, speculation_depth)
+
+    def _iteration_time_s(self, prefill_chunks, decode_batch: int, decode_context_tokens: int,
+                          speculation_depth: int) -> float:
         n_pf = 0
         for n, _c in prefill_chunks:
             n_pf += n

@@ -99,6 +99,9 @@ class SpeculativeCosts:
         self.spec_method = ("draft" if isinstance(self.draft, ModelPreset) else self.draft)
         """Speculative proposer: ``draft`` (a draft model), ``eagle``, ``ngram`` or None (off)."""
         self._spec_expand = bool(self.engine_overhead and self.engine.spec_batch_expansion)
+        self._draft_cache: dict[int, tuple[float, float]] = {}
+        """:meth:`_draft_pass_coeffs` per batch size (a pure function of the model, as the decode
+        coefficients): every speculative iteration asks for it."""
 
     def _spec_cpu_s(self, B: int) -> float:
         """The engine's speculative bookkeeping for ``B`` sequences (CPU, engine profile)."""
@@ -109,19 +112,26 @@ class SpeculativeCosts:
         draft's own launch overhead (per layer and per sequence) and its layers' GPU time between
         graph-replayed kernels (``gpu_per_layer_s``); the fixed per-iteration cost, CPU-side
         scheduling and input preparation, is paid once per engine step."""
+        c = self._draft_cache.get(B)
+        if c is not None:
+            return c
         e = self.engine
         if self.spec_method == "ngram":  # CPU prompt lookup, per sequence
             if not self.engine_overhead:
-                return 0.0, 0.0
-            return (e.per_seq_s if e.ngram_per_seq_s is None else e.ngram_per_seq_s) * B, 0.0
-        dm = self._draft_model
-        assert dm is not None
-        a, b = dm.decode_coeffs(B, 0)
-        if self.engine_overhead:
-            f = 1.0 + self._slow * B
-            a = f * a + dm._layers * (e.per_layer_s + e.gpu_per_layer_s) + e.per_seq_s * B
-            b = f * b
-        return a, b
+                c = (0.0, 0.0)
+            else:
+                c = ((e.per_seq_s if e.ngram_per_seq_s is None else e.ngram_per_seq_s) * B, 0.0)
+        else:
+            dm = self._draft_model
+            assert dm is not None
+            a, b = dm.decode_coeffs(B, 0)
+            if self.engine_overhead:
+                f = 1.0 + self._slow * B
+                a = f * a + dm._layers * (e.per_layer_s + e.gpu_per_layer_s) + e.per_seq_s * B
+                b = f * b
+            c = (a, b)
+        self._draft_cache[B] = c
+        return c
 
     def _add_draft_coeffs(self, a: float, b: float, B: int, k: int) -> tuple[float, float]:
         """``(a, b)`` of a step's target pass plus the proposer's work at depth ``k`` and batch B

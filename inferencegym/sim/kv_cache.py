@@ -86,7 +86,7 @@ class KVCache:
     """Block allocator with an LRU prefix cache (see the module docstring)."""
 
     __slots__ = ("block_size", "capacity_blocks", "used_blocks", "watermark_blocks", "prefix_caching",
-                 "root", "fq", "n_cached", "n_ref", "_tok", "events", "spill")
+                 "root", "fq", "n_cached", "n_ref", "_tok", "events", "spill", "window_blocks")
 
     def __init__(self, *, capacity_tokens: int, block_size: int = 16, watermark_fraction: float = 0.01,
                  prefix_caching: bool = True) -> None:
@@ -117,6 +117,21 @@ class KVCache:
         None (the default) records nothing. ``publish_events`` turns it on."""
         self.spill = None
         """Called with the hash of every evicted cached block (the CPU tier's ``offload``), or None."""
+        self.window_blocks = 0
+        """Blocks a running sequence holds for its model's sliding-window layers (0: none). vLLM's
+        hybrid KV-cache manager draws the sliding-window layers' blocks from the same pool as the
+        full-attention ones and keeps a sequence's last window of them (gpt-oss: 128 tokens span at
+        most 9 blocks of 16); :meth:`window_extra` gives a request's share, held from admission to
+        release beside its ``kv_blocks`` (``sim/sliding_window.py``)."""
+
+    def window_extra(self, r: "Request") -> int:
+        """Sliding-window blocks ``r`` holds while admitted: its window's blocks, at most as many as
+        its full length spans (0 without sliding-window layers)."""
+        w = self.window_blocks
+        if not w:
+            return 0
+        n = -(-(r.prompt_tokens + r.output_tokens - 1) // self.block_size)
+        return n if n < w else w
 
     # ------------------------------------------------------------------ counts
     @property
@@ -282,6 +297,8 @@ class KVCache:
                 if not self.n_cached:
                     self.fq.clear()
         n = blocks - hit
+        if self.window_blocks:
+            n += self.window_extra(r)
         if n < 0 or n > self.capacity_blocks - self.used_blocks:
             raise KVCacheError(f"cannot allocate {n} blocks: {self.free_blocks} free of {self.capacity_blocks}")
         if self.n_cached:
@@ -347,6 +364,8 @@ class KVCache:
         ones whose last reference goes become evictable, tail first."""
         s = r.shared_blocks
         priv = r.kv_blocks - s
+        if self.window_blocks and r.kv_blocks:
+            priv += self.window_extra(r)
         if priv < 0 or priv > self.used_blocks:
             raise KVCacheError(f"request {r.req_id}: cannot free {r.kv_blocks} blocks ({s} shared), "
                                f"{self.used_blocks} in use")
@@ -417,7 +436,7 @@ class KVCache:
         private = 0
         for r in holders:
             assert 0 <= r.shared_blocks <= r.kv_blocks, f"request {r.req_id}: shared {r.shared_blocks} of {r.kv_blocks}"
-            private += r.kv_blocks - r.shared_blocks
+            private += r.kv_blocks - r.shared_blocks + (self.window_extra(r) if r.kv_blocks else 0)
             for h in r.block_hashes[:r.shared_blocks]:
                 refs[h] = refs.get(h, 0) + 1
         ref = self.ref

@@ -54,8 +54,11 @@ class TBTRecorder:
         return len(self.d0)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return (np.asarray(self.d0, float), np.asarray(self.step, float),
-                np.asarray(self.n, float), np.asarray(self.w, float))
+        # (``np.fromiter``: each value as ``float(x)``, the values ``np.asarray(x, float)`` gives,
+        # without its per-element type sniffing of a list that mixes ints and floats)
+        m = len(self.d0)
+        return (np.fromiter(self.d0, float, m), np.fromiter(self.step, float, m),
+                np.fromiter(self.n, float, m), np.fromiter(self.w, float, m))
 
     def total_weight(self) -> float:
         d0, st, n, w = self.arrays()
@@ -199,40 +202,68 @@ def weighted_arith_percentiles(d0: np.ndarray, step: np.ndarray, n: np.ndarray, 
     lo0 = float(d0.min())
     hi0 = float(last.max())
     out = []
+    # The quantiles bisect from the same bracket: while two of them take the same turns they hold
+    # the same (iteration, lo, hi), hence the same base and records, and the same counts; each
+    # count (and each pruning) is computed once per such state (``memo``), the comparisons per
+    # quantile as before: the same answers, bit for bit.
+    memo: dict = {}
+    full = (d0, step, n, w, last, step > 0)
+    c_lo0 = _count_le(lo0, d0, step, n, w, full[5])
     for q in qs:
         target = total * q / 100.0
         # count(x) = base + sum over active records of w * clip(floor((x - d0)/step) + 1, 0, n)
-        a_d0, a_st, a_n, a_w, a_last = d0, step, n, w, last
+        act = full
         base = 0.0
         lo, hi = lo0, hi0
-        if _count_le(lo, a_d0, a_st, a_n, a_w) >= target:
+        if c_lo0 >= target:
             out.append(lo)
             continue
         for it in range(200):
             mid = 0.5 * (lo + hi)
             if mid <= lo or mid >= hi:
                 break
-            if base + _count_le(mid, a_d0, a_st, a_n, a_w) >= target:
+            key = (it, lo, hi)
+            c = memo.get(key)
+            if c is None:
+                c = memo[key] = _count_le(mid, act[0], act[1], act[2], act[3], act[5])
+            if base + c >= target:
                 hi = mid
             else:
                 lo = mid
             if it % 4 == 3:  # prune records outside (lo, hi]
-                below = a_last <= lo
-                if below.any():
-                    base += float((a_n[below] * a_w[below]).sum())
-                keep = ~below & (a_d0 <= hi)
-                a_d0, a_st, a_n, a_w, a_last = a_d0[keep], a_st[keep], a_n[keep], a_w[keep], a_last[keep]
+                pkey = (it, lo, hi, "prune")
+                pr = memo.get(pkey)
+                if pr is None:
+                    a_d0, a_st, a_n, a_w, a_last, a_pos = act
+                    below = a_last <= lo
+                    add = float((a_n[below] * a_w[below]).sum()) if below.any() else None
+                    keep = ~below & (a_d0 <= hi)
+                    pr = memo[pkey] = (add, (a_d0[keep], a_st[keep], a_n[keep], a_w[keep], a_last[keep],
+                                             a_pos[keep]))
+                if pr[0] is not None:
+                    base += pr[0]
+                act = pr[1]
         out.append(hi)
     return out
 
 
-def _count_le(x: float, d0, step, n, w) -> float:
+def _count_le(x: float, d0, step, n, w, pos=None) -> float:
+    """``sum(w * clip(floor((x - d0) / step) + 1, 0, n))`` over the records (a record of step 0:
+    ``n`` when ``d0 <= x``, else 0); ``pos`` is ``step > 0`` when the caller has it."""
     if d0.size == 0:
         return 0.0
+    if pos is None:
+        pos = step > 0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        k = np.where(step > 0, np.floor((x - d0) / step) + 1.0, np.where(d0 <= x, n, 0.0))
-    k = np.minimum(np.maximum(k, 0.0), n)
-    return float((k * w).sum())
+        k = np.subtract(x, d0)  # (in place from here: the same elementwise values, fewer arrays)
+        np.divide(k, step, out=k)
+        np.floor(k, out=k)
+        k += 1.0
+    k = np.where(pos, k, np.where(d0 <= x, n, 0.0))
+    np.maximum(k, 0.0, out=k)
+    np.minimum(k, n, out=k)
+    k *= w
+    return float(k.sum())
 
 
 def pdict(values: list[float]) -> dict[str, float]:

@@ -13,7 +13,11 @@ other through the stages, so in steady state every stage works on one of them:
   micro-batch: with ``m = P`` the pipeline is full (``P`` slots); with fewer sequences than stages
   (``m < P``) each micro-batch still needs ``P`` slots to cross the pipeline and ``P - m`` of them
   are the **bubble** (a single sequence gains nothing from the extra GPUs and pays the sends);
-* unequal micro-batches (a prefill chunk beside decodes) pace the pipeline at the slowest one.
+* unequal micro-batches (a prefill chunk beside decodes) pace the pipeline at the slowest one;
+* each micro-batch has the whole token budget (vLLM schedules every in-flight batch with its own
+  ``max_num_batched_tokens``), so a step carries up to ``P x chunk_size`` tokens
+  (``batching.SarathiScheduler``): in a burst's prefill phase a step is P full micro-batches and a
+  running sequence waits for all of them, about the P = 1 step time of ``P x chunk_size`` tokens.
 
 What PP buys is memory: each GPU holds ``ceil(L / P)`` layers' weights and KV (and the embedding or
 the LM head), so the KV capacity per token grows about ``P``-fold; the memory-bound decode of the

@@ -34,6 +34,7 @@ from .metrics import ReplicaWindow
 from .recent import RecentValues
 from .replica_admission import ReplicaAdmission
 from .replica_advance import IDLE, ITER, PAUSE, RUN
+from .sliding_window import window_blocks
 
 if TYPE_CHECKING:
     from .config import ReplicaConfig
@@ -98,6 +99,7 @@ class Replica(ReplicaAdmission):
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction, config.batch_cap),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
                           prefix_caching=config.prefix_caching)
+        self.kv.window_blocks = window_blocks(model, config.block_size)
         self.cpu: CPUKVTier | None = None
         """Host-memory tier of the prefix cache (``ReplicaConfig.cpu_kv_gb`` > 0), fed by GPU evictions."""
         self.reload_debt_s = 0.0  # CPU-tier reload time owed by the next iteration
@@ -178,7 +180,7 @@ class Replica(ReplicaAdmission):
     def never_fits(self, r: "Request") -> str | None:
         """The one admission rule of the simulator: a request whose KV at full length exceeds the
         replica's cache can never run here. Returns the one rejection message, or None if it fits."""
-        need = self.kv.blocks_for(self.max_kv_tokens(r))
+        need = self.kv.blocks_for(self.max_kv_tokens(r)) + self.kv.window_extra(r)
         if need > self.kv.capacity_blocks:
             return (f"needs {need} KV blocks at full length ({self.max_kv_tokens(r)} tokens) "
                     f"but replica {self.id} holds {self.kv.capacity_blocks}")

@@ -77,13 +77,15 @@ class ReplicaAdmission(ReplicaAdvance):
         else:
             tokens = r.prefill_target
         need = -(-tokens // kv.block_size)
+        wx = kv.window_extra(r) if kv.window_blocks else 0
         cap = self.cfg.batch_cap
         matched = budget is not None  # the lookup above is current
         while True:
             if lookup and not matched:  # (again after a priority preemption changed the cache)
                 hit, ev, chit = self._lookup(r)
             matched = False
-            demand = need - hit + ev  # new blocks plus evictable cached blocks taken off the queue
+            demand = need - hit + ev + wx  # new blocks (and sliding-window ones) plus evictable cached
+            # blocks taken off the queue
             free = kv.capacity_blocks - kv.used_blocks
             if len(self.running) < cap and (free - demand >= kv.watermark_blocks
                                             or (not self.running and free >= demand)):

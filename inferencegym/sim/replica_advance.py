@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from .spec_step import apply_spec
 
+_sqrt = math.sqrt
+
 if TYPE_CHECKING:
     from .kv_cache import KVCache
     from .metrics import ReplicaWindow
@@ -22,6 +24,11 @@ if TYPE_CHECKING:
 
 IDLE, ITER, RUN, PAUSE = 0, 1, 2, 3
 """Replica states: idle, one iteration planned, a closed-form decode run planned, reloading weights."""
+
+
+_NONE: tuple = ()
+_NOTHING: tuple = (_NONE, _NONE)
+"""``on_step_end``'s answer when nothing completed and nothing is handed off (read, never mutated)."""
 
 
 def _set_completed(r: "Request", frontend_s: float) -> None:
@@ -82,16 +89,17 @@ class ReplicaAdvance:
 
     # ------------------------------------------------------------------ applying work
     def on_step_end(self, now: float) -> tuple[list, list]:
-        """Apply the finished work; returns (completed requests, requests to hand off)."""
+        """Apply the finished work; returns (completed requests, requests to hand off): sequences,
+        empty ones shared (the caller reads them, never changes them)."""
         self.now = now
         st = self.state
         self.state = IDLE
         if st == RUN:
             done = self._apply_run(self.seg_n, True)
-            return (self._finish(done) if done else []), []
+            return (self._finish(done), _NONE) if done else _NOTHING
         if st == ITER:
             return self._apply_iter(now)
-        return [], []
+        return _NOTHING
 
     def _finish(self, done: list) -> list:
         if done:
@@ -179,8 +187,13 @@ class ReplicaAdvance:
             self._kv_advance(0.5 * (t0 + end))
             self.kv.allocate(extra)  # grown in place above; the run's plan guarantees they fit
             self._kv_peak()
-        win.tokens_out += B * k - over
-        win.quality_token_sum += self.quality * B * k - self.quality * over
+        if over:
+            win.tokens_out += B * k - over
+            win.quality_token_sum += self.quality * B * k - self.quality * over
+        else:  # (the same sums: x - 0.0 is x, bit for bit)
+            win.tokens_out += B * k
+            if self.quality:  # (FP16: adding 0.0 to a sum that is never -0.0 leaves it as it is)
+                win.quality_token_sum += self.quality * B * k
         self.iterations += k
         if done and self.iterations < self.block_end:
             done = []  # multi-step: requests that finished inside the block leave at its end
@@ -208,7 +221,8 @@ class ReplicaAdvance:
         r.generated_tokens += 1
         r.last_token_s = t
         w.tokens_out += 1
-        w.quality_token_sum += self.quality
+        if self.quality:
+            w.quality_token_sum += self.quality
 
     def receive_kv(self, r: "Request", now: float) -> bool:
         """Disaggregation: ``r``'s KV arrived from its prefill instance at ``now``; its first token
@@ -259,7 +273,8 @@ class ReplicaAdvance:
                     r.kv_tokens += 1
                 add(dur, 0.0, 1, back, 0, t_back if multi else None)
                 win.tokens_out += B
-                win.quality_token_sum += self.quality * B
+                if self.quality:
+                    win.quality_token_sum += self.quality * B
             else:
                 self._apply_spec(decodes, now)
         handoffs = []
@@ -305,16 +320,22 @@ class ReplicaAdvance:
         dt = t - self.seg_t0
         if dt <= 0:
             return 0
-        a, b, B, S0 = self.seg_a, self.seg_b, self.seg_B, self.seg_S0
-        if a >= 0 and b >= 0 and a + b * (S0 + B * 1 * 0 / 2) > dt:  # the first iteration is still in progress (the loops
-            return 0                            # below end at 0: the end times grow with k)
+        a = self.seg_a
+        b = self.seg_b
+        S0 = self.seg_S0
+        if a >= 0 and b >= 0 and a + b * S0 > dt:  # the first iteration is still in progress (the loops
+            return 0                                # below end at 0: the end times grow with k)
+        B = self.seg_B
         A = 0.5 * b * B
         L = a + b * S0 - A
         if A > 0:
-            k = int((-L + math.sqrt(L * L + 4 * A * dt)) / (2 * A))
+            k = int((-L + _sqrt(L * L + 4 * A * dt)) / (2 * A))
         else:
             k = int(dt / L) if L > 0 else n - 1
-        k = min(max(k, 0), n - 1)
+        if k < 0:
+            k = 0
+        elif k > n - 1:
+            k = n - 1
         while k > 0 and k * a + b * (k * S0 + B * k * (k - 1) / 2) > dt:
             k -= 1
         while k + 1 <= n - 1 and (k + 1) * a + b * ((k + 1) * S0 + B * (k + 1) * k / 2) <= dt:
@@ -334,7 +355,10 @@ class ReplicaAdvance:
         end time (caller re-schedules) or None when nothing changed."""
         if self.state != RUN:
             return None
-        self.sync(t)
+        k = self._done_by(t)  # (sync, inline)
+        if k > 0:
+            self.now = t
+            self._apply_run(k, False)
         if self.seg_n > 1:
             self.seg_n = 1
             self.seg_end = self.seg_t0 + self.seg_a + self.seg_b * self.seg_S0

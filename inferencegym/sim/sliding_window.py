@@ -13,11 +13,13 @@ the execution model charges:
 * **KV memory**: vLLM's hybrid KV-cache manager (``docs.vllm.ai``, design "Hybrid KV Cache Manager":
   sliding-window layers "reserve slots only for the most recent sliding_window_size tokens", gpt-oss
   named) frees the blocks that leave the window, so a long sequence holds KV for the full-attention
-  layers only. The execution model counts the KV bytes per token over the full-attention layers;
-  the windows themselves (``W`` tokens x the sliding layers per running sequence) are not counted,
-  which overstates the capacity by about ``W / context`` of the sliding layers' share (a few % for
-  4k-token sequences, ~35 % for ShareGPT's ~400-token ones). The attention sinks of gpt-oss (one
-  learned logit per head) add no measurable work and are not modelled.
+  layers only. The execution model counts the KV bytes per token over the full-attention layers
+  (the pool's block size); the windows themselves are blocks of the same pool (vLLM's hybrid
+  allocator gives both layer groups pages of one size), held per running sequence:
+  :func:`window_blocks` (gpt-oss: 128 tokens span at most 9 blocks of 16, ~35 % of a ShareGPT
+  sequence's ~400 tokens), charged by the replica's KV cache (``KVCache.window_blocks``) from a
+  request's admission to its release. The attention sinks of gpt-oss (one learned logit per head)
+  add no measurable work and are not modelled.
 """
 
 from __future__ import annotations
@@ -48,3 +50,21 @@ def window_keys(n: int, c: int, w: int) -> tuple[float, float]:
     else:  # j in [lo, c] contributes j, j in (c, hi] contributes c
         cached = (lo + c) * (c - lo + 1) / 2 + c * (hi - c)
     return float(own), float(cached)
+
+
+def window_blocks(model, block_size: int) -> int:
+    """KV-pool blocks a running sequence holds for the sliding-window layers of ``model`` (an
+    execution model or anything with a ``model`` preset; 0 without sliding-window layers): the blocks
+    a window of ``W`` tokens can span, ``ceil((W - 1) / block_size) + 1`` (vLLM's sliding-window
+    manager frees only blocks wholly before the window), in blocks of the full-attention layers'
+    size (x sliding / full-attention layers; 1 for gpt-oss's 18 and 18)."""
+    m = getattr(model, "model", None)
+    w = int(getattr(m, "sliding_window", 0) or 0)
+    sw = int(getattr(m, "sliding_window_layers", 0) or 0)
+    if not w or not sw:
+        return 0
+    full = int(m.num_layers) - sw
+    if full <= 0:
+        return 0
+    span = -(-(w - 1) // int(block_size)) + 1
+    return -(-span * sw // full)

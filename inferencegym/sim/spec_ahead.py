@@ -31,12 +31,12 @@ import math
 from typing import TYPE_CHECKING
 
 from .replica_advance import ITER
+from .spec_draws import table_draw, tenant_draws
 
 if TYPE_CHECKING:
     from .replica import Replica
 
 _INF = math.inf
-_log = math.log
 
 
 def advance_spec(rep: "Replica", lim: float) -> float | None:
@@ -61,22 +61,15 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
     if queued and sched not in ("vllm", "sarathi", "static"):
         return e
     kmax = k + 1
-    ta = rep.tenant_alpha
-    nta = len(ta)
-    da = rep.default_alpha
-    la = []  # per sequence: log(alpha) (< 0) for a draw, or the accepted count when alpha is 0 or 1
+    # per sequence: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison
+    # table (``spec_draws``: the count ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
+    lat, ldef = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    nta = len(lat)
+    pairs = [(r, *(lat[r.tenant] if r.tenant < nta else ldef)) for r in decodes]
     nd = 0
-    for r in decodes:
-        x = ta[r.tenant] if r.tenant < nta else None
-        a = da if x is None else x
-        if a <= 0.0:
-            la.append(1)
-        elif a >= 1.0:
-            la.append(kmax)
-        else:
-            la.append(_log(a))
+    for p in pairs:
+        if not p[1]:
             nd += 1
-    pairs = list(zip(decodes, la))
     win = rep.win
     ttbt = win.ttbt
     kv = rep.kv
@@ -112,14 +105,18 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
             rep._ui = ui = 0
         p = ui
         s = 0
-        for r, lg in pairs:
-            if lg < 0:
-                j = int(_log(1.0 - buf[p]) / lg) + 1
+        for r, j, a1, b1, a2, b2, a3, tb in pairs:
+            if not j:
+                u = buf[p]
                 p += 1
-                if j > kmax:
-                    j = kmax
-            else:
-                j = lg
+                if u < a1:
+                    j = 1
+                elif b1 <= u < a2:
+                    j = 2
+                elif b2 <= u < a3:
+                    j = 3
+                else:
+                    j = table_draw(u, tb)
             if j >= r.output_tokens - r.generated_tokens:
                 return e  # a sequence finishes: the ordinary event applies this iteration
             js[s] = j

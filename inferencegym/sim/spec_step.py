@@ -6,26 +6,25 @@ replica's other stepping code (``replica_advance.py``) in a module of its own fo
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from .spec_draws import table_draw, tenant_draws
+
 
 def apply_spec(rep: Any, decodes: list, now: float) -> None:
     """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
     (each accepted with probability alpha until the first rejection) plus one target token:
     ``min(Geometric(1 - alpha), k + 1)`` tokens, drawn by inversion from uniforms that the
-    replica's Generator produces in blocks (cheap per draw, still one seeded stream). ``rep``: the
+    replica's Generator produces in blocks (cheap per draw, still one seeded stream): the count
+    ``min(int(log(1 - u) / log(alpha)) + 1, k + 1)``, found by comparing ``u`` with the
+    thresholds where it steps (``spec_draws``, bit-identical). ``rep``: the
     replica (a ``ReplicaAdvance``; not imported here, which would make an import circle)."""
     k = rep.spec_k
     kmax = k + 1
-    log = math.log
-    # per tenant: log(alpha) (< 0) for a draw, or the accepted count when alpha is 0 or 1
-    da = rep.default_alpha
-    lat = []
-    for x in rep.tenant_alpha:
-        a = da if x is None else x
-        lat.append(1 if a <= 0.0 else (kmax if a >= 1.0 else log(a)))
+    # per tenant: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison table
+    # (``spec_draws``: the same count as ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
+    lat, ldef = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
     nta = len(lat)
-    ldef = 1 if da <= 0.0 else (kmax if da >= 1.0 else log(da))
     win = rep.win
     rec = win.tbt
     d0a, wa = rec.d0.append, rec.w.append  # (add_tbt's records, inline; step 0.0 and n 1 added in bulk)
@@ -41,18 +40,22 @@ def apply_spec(rep: Any, decodes: list, now: float) -> None:
     acc = 0
     for r in decodes:
         t = r.tenant
-        lg = lat[t] if t < nta else ldef
-        if lg < 0:
+        j, a1, b1, a2, b2, a3, tb = lat[t] if t < nta else ldef
+        if not j:
             if ui >= nbuf:
                 buf = rep._ubuf = rep.rng.random(4096).tolist()
                 nbuf = len(buf)
                 ui = 0
-            j = int(log(1.0 - buf[ui]) / lg) + 1  # 1 - u in (0, 1]
+            u = buf[ui]
             ui += 1
-            if j > kmax:
-                j = kmax
-        else:
-            j = lg
+            if u < a1:
+                j = 1
+            elif b1 <= u < a2:
+                j = 2
+            elif b2 <= u < a3:
+                j = 3
+            else:
+                j = table_draw(u, tb)
         acc += j
         n = r.output_tokens - r.generated_tokens
         if j < n:

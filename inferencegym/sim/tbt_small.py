@@ -30,6 +30,7 @@ mean of ``_arith_mean`` with ``n = 1``, ``step = 0`` folded in (``d0 + 0.0 * ...
 from __future__ import annotations
 
 import math
+from array import array
 from bisect import bisect_left
 from itertools import accumulate
 from operator import itemgetter
@@ -146,6 +147,25 @@ def one_value_figures(d0: list, step: list, n: list, w: list,
     vals = np.asarray(d0, dtype=np.float64)
     if np.signbit(vals).any():
         return None  # (-0.0 + 0.0 is 0.0: leave it to the full path)
+    int_w = _int_weights(w)
+    if int_w is not None:  # the speculative steps' token counts
+        ex = np.repeat(vals, int_w)
+        total = ex.size
+        if total and all(0 < q <= 100 for q in qs):
+            # integer weights: each value repeated weight times, sorted; the running weight sum at
+            # position i is i + 1 (exact, as the float cumsum of integers below 2**53), so the
+            # first position reaching ``total * q / 100`` is its ceiling minus one: the same value
+            # as the stable argsort / cumsum / searchsorted below (a value's weight all before
+            # or at its ties' end: W(< v) < target <= W(<= v) picks the same v)
+            ex.sort()
+            pcts = []
+            for q in qs:
+                i = math.ceil(float(total) * float(q) / 100.0) - 1
+                pcts.append(float(ex[i if i > 0 else 0]))
+            ws = int_w.astype(np.float64)
+            tw = ws.sum()
+            mean = math.nan if tw <= 0 else float((ws * vals).sum() / tw)
+            return pcts, mean
     ws = np.asarray(w, dtype=np.float64)
     order = np.argsort(vals, kind="stable")
     cw = np.cumsum(ws[order])
@@ -156,6 +176,15 @@ def one_value_figures(d0: list, step: list, n: list, w: list,
     tw = ws.sum()  # (n * w).sum() with n = 1.0
     mean = math.nan if tw <= 0 else float((ws * vals).sum() / tw)
     return pcts, mean
+
+
+def _int_weights(w: list) -> np.ndarray | None:
+    """``w`` as an int64 array when every weight is a non-negative Python int (else None)."""
+    try:
+        a = np.frombuffer(array("q", w), dtype=np.int64)
+    except (TypeError, OverflowError):
+        return None  # a float weight (or one beyond int64)
+    return a if not a.size or a.min() >= 0 else None
 
 
 def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
@@ -170,7 +199,25 @@ def pct(values, qs: tuple[float, ...] = (50, 90, 99)) -> list[float]:
     a = np.asarray(values, float)
     if a.size == 0:
         return [NAN for _ in qs]
+    if a.ndim == 1 and type(qs) is tuple:  # sorted by numpy, the ranks and interpolation of
+        s = np.sort(a)                     # ``_small_pct`` (as np.percentile's "linear" method, bit
+        if not s[-1] != s[-1]:             # for bit; without its partition set-up and numpy.ma import)
+            return _sorted_pct(s, qs)
     return [float(v) for v in np.percentile(a, qs)]
+
+
+def _sorted_pct(a, qs: tuple[float, ...]) -> list[float]:
+    """numpy's "linear" percentiles of the sorted, NaN-free sequence ``a`` (see ``_small_pct``)."""
+    key = (len(a), qs)
+    pos = _PCT_POS.get(key)
+    if pos is None:
+        pos = _PCT_POS[key] = _pct_positions(len(a), qs)
+    out = []
+    for lo, hi, g in pos:
+        x, y = float(a[lo]), float(a[hi])
+        d = y - x
+        out.append(y - d * (1.0 - g) if g >= 0.5 else x + d * g)
+    return out
 
 
 # ---- [added by the env engineer, issue 5; moved here from metrics.py for size] -----------------

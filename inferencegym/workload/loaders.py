@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .arrow_np import to_numpy
+from .arrow_np import threads_pay, to_numpy
 from .limits import INT64_MAX, MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
 from .prefix_loaders import detect_prefix_format
 from .trace import Workload
@@ -213,7 +213,8 @@ def iter_trace_batches(path: str | Path, format: str, *, keep_failed: bool = Fal
     for canon, _col, kind in fmt.optional:
         if canon in cols:
             types[cols[canon]] = pa.int64() if kind == "int" else pa.string()
-    read_opts = pcsv.ReadOptions(block_size=block_size, encoding="utf8")
+    read_opts = pcsv.ReadOptions(block_size=block_size, encoding="utf8",
+                                 use_threads=threads_pay(path, block_size))
     conv = pcsv.ConvertOptions(include_columns=list(types), column_types=types,
                                strings_can_be_null=False, quoted_strings_can_be_null=False)
     with pa.OSFile(str(path)) as source:

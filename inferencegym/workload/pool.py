@@ -37,11 +37,9 @@ from typing import Callable
 
 import numpy as np
 
-from .fit import _umask
 from .limits import MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
 from .loaders import FORMATS, detect_format, iter_trace_batches, load_csv_trace
 from .prefix_loaders import PREFIX_FORMATS, load_prefix_trace
-from .stats import trace_stats
 from .trace import Workload
 
 __all__ = ["prepare", "write_pool", "read_pool", "pool_metadata", "POOL_SCHEMA_VERSION", "META_KEY"]
@@ -98,6 +96,12 @@ def _table(arrival, prompt, output, model, log_type, tenant, priority):
     ], schema=_schema())
 
 
+def _trace_stats(w: Workload) -> dict:
+    from .stats import trace_stats  # (imported when a pool is written, not when one is read)
+
+    return trace_stats(w)
+
+
 class _AtomicParquet:
     """A ParquetWriter on a temporary file, renamed onto ``path`` by `commit`."""
 
@@ -118,6 +122,8 @@ class _AtomicParquet:
     def commit(self, meta: dict) -> None:
         self.writer.add_key_value_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
         self.writer.close()
+        from .fit import _umask  # (the generators' module: imported when a pool is written)
+
         os.chmod(self.tmp, 0o666 & ~_umask())
         os.replace(self.tmp, self.path)
 
@@ -154,7 +160,7 @@ def write_pool(w: Workload, path: str | Path, *, source: dict | None = None) -> 
         for k in ints:
             table = table.append_column(k, pa.array(w.ints[k], pa.int64()))
         meta = {"schema": POOL_SCHEMA_VERSION, "source": source or {"description": w.source},
-                "stats": _json_safe(trace_stats(w))}
+                "stats": _json_safe(_trace_stats(w))}
         if w.hash_ids is not None:
             meta["hash_block_tokens"] = w.hash_block_tokens
         out.write(table.cast(schema))
@@ -246,7 +252,7 @@ def prepare(input_path: str | Path, output_path: str | Path, format: str = "auto
                            "rows_in_file": rows_in_file, "rows_written": n,
                            "failed_dropped": 0 if keep_failed else rows_in_file - n,
                            "keep_failed": keep_failed},
-                "stats": _json_safe(trace_stats(w))}
+                "stats": _json_safe(_trace_stats(w))}
         out.commit(meta)
         return meta
     except BaseException:

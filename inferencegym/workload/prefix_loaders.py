@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arrow_np import to_numpy
+from .arrow_np import threads_pay, to_numpy
 from .hashchain import check_chain
 from .jsonio import parse_json_line
 from .limits import INT64_MAX, MAX_TRACE_TIME_S, MAX_TRACE_TOKENS
@@ -185,8 +185,10 @@ def load_prefix_trace(path: str | Path, format: str = "auto", *, trace_block_tok
     types = {"int": pa.int64(), "num": pa.float64(), "ids": pa.list_(pa.int64()), "str": pa.string()}
     schema = pa.schema([(keys[n], types[k]) for n, k in fmt.required])
     try:
-        table = pj.read_json(str(path), parse_options=pj.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore"))
+        ro = pj.ReadOptions()
+        table = pj.read_json(str(path), read_options=pj.ReadOptions(
+            use_threads=threads_pay(path, ro.block_size), block_size=ro.block_size),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
     except pa.ArrowInvalid:
         raise ValueError(f"{path}: {_diagnose(path, fmt, keys)}") from None
 

@@ -294,9 +294,8 @@ class Workload:
         o = self.output_tokens[idx].tolist()
         t = self.tenant[idx].tolist()
         q = self.priority[idx].tolist()
-        if self.hash_ids is None:
-            return [Request(req_id=first_id + k, arrival_s=a[k], prompt_tokens=p[k], output_tokens=o[k],
-                            tenant=t[k], priority=q[k]) for k in range(len(a))]
+        if self.hash_ids is None:  # positional (Request's first six fields, in order: ~30 % faster
+            return list(map(Request, range(first_id, first_id + len(a)), a, p, o, t, q))  # than keywords)
 
         B = self.hash_block_tokens
         hs = sim_block_hashes_many(self.hash_ids[idx], p, trace_block_tokens=B, sim_block_tokens=block_size)

@@ -157,3 +157,29 @@ def test_env_wrapper_and_policy_loader_add_the_same_phase_features(level):
             ow, *_ = wrapped.step(a_w)
             orr, *_ = raw.step(a_r)
         assert ow[-k] != 0.0  # the fitted sine after 25 windows
+
+
+def test_backlog_hold_keeps_the_on_configuration_while_a_bursts_queue_drains():
+    """bursty_workload's rule (sixth session): after the forecast drops to ``off``, the ``on``
+    configuration stays while more than ``backlog_hold_requests`` requests are queued; without the
+    setting the rule follows the forecast alone, and the hold only ever plays the ``on`` table entry."""
+    env = LLMServeEnv("bursty_workload")
+    held = PhaseRulePolicy("bursty_workload")
+    plain = PhaseRulePolicy("bursty_workload", settings={"backlog_hold_requests": float("inf")})
+    assert held.backlog_hold == 2.0 and plain.backlog_hold == float("inf")
+    obs, info = env.reset(seed=102)     # a seed whose burst leaves a queue when the forecast drops
+    held.reset(102)
+    plain.reset(102)
+    holds = 0
+    while True:
+        a, b = held.act(obs, info), plain.act(obs, info)
+        if a != b:       # the plain rule (same detector) says off, the held one keeps "on" with a queue
+            assert a == held.by_phase["on"] and b == held.by_phase["off"]
+            assert obs[0] * env.task.ref_batch > held.backlog_hold
+            holds += 1
+        obs, _, term, trunc, info = env.step(a)
+        if term or trunc:
+            break
+    assert holds > 0
+    with pytest.raises(ValueError, match="backlog_hold_requests must be >= 0"):
+        PhaseRulePolicy("bursty_workload", settings={"backlog_hold_requests": -1.0})

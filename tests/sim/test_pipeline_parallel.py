@@ -4,6 +4,7 @@ PP buys memory (per-GPU weights and KV per token shrink ~P-fold) and compute-bou
 memory-bound decode reads every weight once per step as before; fewer sequences than stages leave
 a bubble."""
 
+import numpy as np
 import pytest
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
@@ -109,3 +110,27 @@ def test_simulate_takes_pipeline_parallel():
     assert out["config"]["replica"]["pipeline_parallel"] == 2
     bad = runner.invoke(app, ["simulate", "--pipeline-parallel", "3", "--duration-s", "5"])
     assert bad.exit_code == 2 and "pipeline_parallel must be 1, 2, 4 or 8" in bad.output
+
+
+def test_each_microbatch_has_the_whole_token_budget_as_vllms_batch_queue_schedules_it():
+    """vLLM V1 with P stages schedules each in-flight micro-batch with its own max_num_batched_tokens:
+    a burst's first iteration prefills up to P x chunk_size tokens (twice as many whole prompts reach
+    their first token together at P = 2), while one prompt's chunk stays within one micro-batch's
+    budget (a long prompt takes as many iterations as at P = 1)."""
+
+    def run(pp: int, prompts: list[int], out: int = 4) -> Cluster:
+        rc = ReplicaConfig(model="llama-3-70b", gpu="h100-80gb", tensor_parallel=2, pipeline_parallel=pp,
+                           scheduler="sarathi", chunk_size=2048)
+        c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"))
+        c.submit([Request(req_id=i, arrival_s=0.0, prompt_tokens=p, output_tokens=out)
+                  for i, p in enumerate(prompts)])
+        c.drain()
+        return c
+
+    def firsts(pp: int) -> int:  # prompts finishing in the first full iteration (the burst's first
+        t = np.sort(run(pp, [600] * 12).results()["first_token_s"])  # arrival runs one of its own)
+        return int(np.sum(np.isclose(t, t[1])))
+
+    assert firsts(1) == 3 and firsts(2) == 6  # 2,048 // 600 whole prompts a micro-batch
+    for pp in (1, 2):  # 10,000 tokens: five chunks of 2,048, then the single output token's step
+        assert run(pp, [10_000], out=1).replicas[0].iterations == 5

@@ -189,6 +189,22 @@ def test_one_value_window_figures_are_numpys_bit_for_bit():
         got = one_value_figures(rec.d0, rec.step, rec.n, rec.w, qs)
         arrays = rec.arrays()
         assert got == (weighted_arith_percentiles(*arrays, qs), _arith_mean(*arrays))
+    for _ in range(1500):  # integer weights only (speculative windows): the repeat-and-sort path
+        m = int(rng.integers(1, 600))
+        rec = TBTRecorder()
+        vals = rng.choice([0.0, 0.01, 0.02], m) + rng.random(m) * rng.choice([0.0, 1e-3])
+        if rng.random() < 0.05:
+            vals[int(rng.integers(0, m))] = np.nan
+        for v, k in zip(vals.tolist(), rng.integers(0 if rng.random() < 0.3 else 1, 10, m).tolist()):
+            rec.d0.append(v)
+            rec.step.append(0.0)
+            rec.n.append(1)
+            rec.w.append(k)
+        got = one_value_figures(rec.d0, rec.step, rec.n, rec.w, qs)
+        arrays = rec.arrays()
+        want = (weighted_arith_percentiles(*arrays, qs), _arith_mean(*arrays))
+        assert np.array_equal(got[0], want[0], equal_nan=True), (got, want)
+        assert got[1] == want[1] or (got[1] != got[1] and want[1] != want[1])
     assert one_value_figures([0.1, 0.2], [0.0, 1e-3], [1, 1], [1, 1], qs) is None
     assert one_value_figures([0.1, 0.2], [0.0, 0.0], [1, 2], [1, 1], qs) is None
     assert one_value_figures([-0.0, 0.2], [0.0, 0.0], [1, 1], [1, 1], qs) is None

@@ -73,3 +73,39 @@ def test_dense_models_take_the_unchanged_path():
     m = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb")
     assert m._sw_layers == 0 and m._full_layers == 32
     assert m.kv_bytes_per_token == 32 * 2 * 8 * 128 * 2
+
+
+def test_a_running_sequence_holds_its_window_s_blocks_of_the_shared_pool():
+    """vLLM's hybrid KV-cache manager draws the sliding layers' blocks from the full-attention layers'
+    pool: a gpt-oss sequence holds its context's blocks plus up to 9 (a 128-token window spans at
+    most 9 blocks of 16), so fewer ShareGPT-sized sequences fit; all of them come back at release."""
+    import numpy as np
+
+    from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
+    from inferencegym.sim.sliding_window import window_blocks
+
+    g = _oss()
+    assert window_blocks(g, 16) == 9 and window_blocks(_full(g), 16) == 0
+    assert window_blocks(ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb"), 16) == 0
+
+    def peak_running(model: str, quant: str) -> tuple[int, Cluster]:
+        rc = ReplicaConfig(model=model, gpu="h100-80gb", quantization=quant, scheduler="sarathi",
+                           chunk_size=8192, batch_cap=1024, kv_budget_fraction=0.05, prefix_caching=False)
+        c = Cluster(ClusterConfig(replica=rc, num_replicas=1, router="round_robin"), rng=np.random.default_rng(0))
+        c.submit([Request(req_id=i, arrival_s=0.0, prompt_tokens=300, output_tokens=100) for i in range(400)])
+        rep = c.replicas[0]
+        peak, t = 0, 0.0
+        while c.n_completed + c.n_rejected < 400:
+            t += 0.05
+            c.run_until(t)
+            peak = max(peak, len(rep.running))
+            rep.check_invariants()
+        return peak, c
+
+    n, c = peak_running("gpt-oss-120b", "mxfp4")
+    kv = c.replicas[0].kv
+    assert kv.used_blocks == 0 and (~c.results()["rejected"]).all()
+    cap = kv.capacity_blocks
+    prompt_blocks = -(-300 // 16)  # 19 blocks from admission (25 at full length)
+    assert n <= cap // (prompt_blocks + 9) + 1  # each admitted sequence also holds its window's 9
+    assert n < cap // prompt_blocks  # without them, cap // 19 (12 here) run at once
