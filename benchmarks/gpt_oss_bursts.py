@@ -10,7 +10,7 @@ v0.10.2, ``vllm serve openai/gpt-oss-120b --max-model-len 32768 [--async-schedul
 --num-prompts 1000`` (all at once, seed 0, greedy: the client sends temperature 0 when none is given).
 Requests: ``sharegpt_sample.sharegpt_burst`` (vLLM's seed-0 ShareGPT sample, scaled to each run's
 token totals) and, for comparison, the lognormal lengths of log-sd 0.8 used before
-(``models_memory._sharegpt_like``), each prompt with gpt-oss's harmony tokens.
+(``burst_runs.sharegpt_like``), each prompt with gpt-oss's harmony tokens.
 """
 
 from __future__ import annotations
@@ -54,12 +54,12 @@ RUNS = {
 def simulate(name: str, lengths: str = "sharegpt", send_gap_s: float = 0.0) -> dict:
     """The run ``name`` simulated with ``lengths`` ``sharegpt`` (the seed-0 sample) or ``lognormal``;
     ``send_gap_s``: a counterfactual single-server front end (:func:`frontend_rows`)."""
-    import models_memory as mm
+    import burst_runs as mm
 
     r = RUNS[name]
     pairs = (sharegpt_burst(1000, INPUT_TOKENS, r.output_tokens) if lengths == "sharegpt"
-             else mm._sharegpt_like(1000, 0.8))
-    return mm._burst("gpt-oss-120b", "h100-80gb", "mxfp4", r.tp, 1000, 0, 0, 8192, pairs, pp=r.pp, sync=r.sync,
+             else mm.sharegpt_like(1000, 0.8))
+    return mm.burst("gpt-oss-120b", "h100-80gb", "mxfp4", r.tp, 1000, 0, 0, 8192, pairs, pp=r.pp, sync=r.sync,
                      prompt_extra=mm.HARMONY_PROMPT_TOKENS, send_gap_s=send_gap_s)
 
 
@@ -105,13 +105,13 @@ def pp_rows() -> None:
 def decode_step_rows(batch: int = 1000, context: int = 330) -> None:
     """One decode step of ``batch`` sequences at ``context`` tokens (the bursts' batch once every
     prompt is in: 282 prompt + harmony tokens and ~50 generated), term by term, TP1 / TP2 / TP4 (ms)."""
-    import models_memory as mm
+    import burst_runs as mm
 
     print(_row("term (ms)", "TP1", "TP2", "TP4"))
     print(_row(*["---"] * 4))
     cols = []
     for tp in (1, 2, 4):
-        m = mm._engine("gpt-oss-120b", "h100-80gb", "mxfp4", tp)
+        m = mm.engine("gpt-oss-120b", "h100-80gb", "mxfp4", tp)
         k = m._replace(engine_overhead=False)
         ops = k.layer_op_times_s(batch)
         L, n_moe = k.model.num_layers, k.model.moe_layers
@@ -143,9 +143,9 @@ def greedy_rows() -> None:
     cost the model lacks at large batch (docs/bench/models_memory.md, sixth session)."""
     import dataclasses
 
-    import models_memory as mm
+    import burst_runs as mm
 
-    real = mm._engine
+    real = mm.engine
 
     def greedy(model, gpu, quant, tp=1, pp=1, sync=False):
         m = real(model, gpu, quant, tp, pp, sync)
@@ -154,14 +154,14 @@ def greedy_rows() -> None:
     print(_row("config (sampler priced greedy)", "mean / median TPOT ms", "mean ITL ms", "error of the mean TPOT",
                "error of the ITL", "ITL short by ms"))
     print(_row(*["---"] * 6))
-    mm._engine = greedy
+    mm.engine = greedy
     try:
         for name, r in RUNS.items():
             s = simulate(name)
             print(_row(name, f"{s['tpot_ms']:.1f} / {s['tpot_p50_ms']:.1f}", f"{s['itl_ms']:.1f}",
                        _err(s["tpot_ms"], r.tpot_ms[0]), _err(s["itl_ms"], r.itl_ms), f"{r.itl_ms - s['itl_ms']:.1f}"))
     finally:
-        mm._engine = real
+        mm.engine = real
 
 
 A100_RUNS = {
@@ -176,13 +176,13 @@ gpt-oss-120b/a100.md``, vLLM 0.10.2; Marlin MXFP4 on SM80; vLLM's A100 defaults:
 
 def a100_rows() -> None:
     """The A100 bursts (out of sample; not an issue row)."""
-    import models_memory as mm
+    import burst_runs as mm
 
     print(_row("A100 config", "published tok/s / mean / median TPOT ms / ITL ms / mean TTFT s", "simulated",
                "error of the mean TPOT", "error of the ITL", "error of the mean TTFT"))
     print(_row(*["---"] * 6))
     for name, r in A100_RUNS.items():
-        s = mm._burst("gpt-oss-120b", "a100-80gb", "mxfp4", r.tp, 1000, 0, 0, 2048,
+        s = mm.burst("gpt-oss-120b", "a100-80gb", "mxfp4", r.tp, 1000, 0, 0, 2048,
                       sharegpt_burst(1000, INPUT_TOKENS, r.output_tokens), sync=r.sync,
                       prompt_extra=mm.HARMONY_PROMPT_TOKENS, batch_cap=256)
         print(_row(name, f"{r.total_tok_s:,.0f} / {r.tpot_ms[0]:.1f} / {r.tpot_ms[1]:.1f} / {r.itl_ms:.1f} / {r.ttft_s[0]:.1f}",
@@ -240,7 +240,7 @@ def short_rows() -> None:
     the ShareGPT bursts: the published TTFT against the simulated, with the FIFO front end of
     :func:`frontend_rows` at 4 ms and a first-token floor (every first token held until the API
     server has taken in the burst): which shape the published distributions have."""
-    import models_memory as mm
+    import burst_runs as mm
 
     print(_row("burst", "published mean / median / p99 TTFT s", "simulated",
                "error mean / median / p99", "front end 4 ms: error mean / p99",
@@ -249,7 +249,7 @@ def short_rows() -> None:
 
     def runs():
         for name, (tp, sync, pub) in SHORT_RUNS.items():
-            yield f"1,000 x 128/4 {name}", pub, lambda tp=tp, sync=sync, **k: mm._burst(
+            yield f"1,000 x 128/4 {name}", pub, lambda tp=tp, sync=sync, **k: mm.burst(
                 "gpt-oss-120b", "h100-80gb", "mxfp4", tp, 1000, 128, 4, 8192, sync=sync,
                 prompt_extra=mm.HARMONY_PROMPT_TOKENS, **k)
         for name in ("TP2 async", "TP4 async", "PP2 async"):
@@ -268,10 +268,10 @@ def short_rows() -> None:
 
 
 def _sharegpt(name: str, **kw) -> dict:
-    """The ShareGPT run ``name`` with :func:`models_memory._burst`'s counterfactual keywords."""
-    import models_memory as mm
+    """The ShareGPT run ``name`` with :func:`burst_runs.burst`'s counterfactual keywords."""
+    import burst_runs as mm
 
     r = RUNS[name]
-    return mm._burst("gpt-oss-120b", "h100-80gb", "mxfp4", r.tp, 1000, 0, 0, 8192,
+    return mm.burst("gpt-oss-120b", "h100-80gb", "mxfp4", r.tp, 1000, 0, 0, 8192,
                      sharegpt_burst(1000, INPUT_TOKENS, r.output_tokens), pp=r.pp, sync=r.sync,
                      prompt_extra=mm.HARMONY_PROMPT_TOKENS, **kw)
