@@ -1,23 +1,13 @@
 """benchmarks/lmcache_multiturn.py: the replayed workload is the one vLLM's multi-turn benchmark sends
 (generator semantics of ``bench_dataset.py``, client loop of ``benchmark_serving_multi_turn.py``)."""
 
-import importlib
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def lm():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("lmcache_multiturn")
-    finally:
-        sys.path.remove(str(BENCH))
+def lm(bench_module):
+    return bench_module("lmcache_multiturn")
 
 
 def test_num_turns_counts_messages_so_conversations_have_6_to_9_user_turns(lm):

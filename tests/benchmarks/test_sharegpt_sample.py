@@ -1,23 +1,13 @@
 """benchmarks/sharegpt_sample.py: the ShareGPT lengths of a `vllm bench serve --dataset-name sharegpt`
 burst (vLLM's seed-0 sample, LambdaLabs' per-request logs), as the gpt-oss burst rows use them."""
 
-import importlib
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def ss():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("sharegpt_sample")
-    finally:
-        sys.path.remove(str(BENCH))
+def ss(bench_module):
+    return bench_module("sharegpt_sample")
 
 
 def test_the_first_320_are_vllms_seed0_order_and_the_longest_logged_generation(ss):
