@@ -45,7 +45,8 @@ OFFLOAD_COPY_S = 2.54e-6
 4 KiB-2 MiB blocks copied one call each from pinned memory take ``N x (2.54 us + bytes / 54.6 GB/s)``
 within 1.6 % on every size (lent H100, PCIe Gen5 x16; device-to-host 2.14 us;
 ``benchmarks/gpu_host_link.cu``, ``benchmarks/results/gpu_h100_2026-11-26/host_link.json``, fitted by
-``benchmarks/host_link_fit.py``). Paid per block and layer by the ``offload`` connector's reloads."""
+``benchmarks/host_link_fit.py``; a lent H200 on another host: 2.76 us, +9 %). Paid per block and layer by
+the ``offload`` connector's reloads."""
 LMCACHE_CHUNK_TOKENS = 256
 """LMCache's ``chunk_size`` default (the unit it hashes, stores and retrieves; GPUStack's LMCache run set
 256 explicitly, LMCache's recipes: "Default: 256")."""
