@@ -61,8 +61,8 @@ class ReplicaAdvance:
     seg_S0: int
     seg_a: float
     seg_b: float
-    seg_decodes: list
-    it_chunks: list
+    seg_decodes: list[Request]
+    it_chunks: list[tuple[Request, int]]
     # knobs in force and per-replica statistics
     spec_k: int
     quality: float
