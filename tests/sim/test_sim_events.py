@@ -112,6 +112,7 @@ def test_cluster_window_reset_goes_through_the_replica():
     assert cl.run_stats().output_tokens == 0  # the new window starts empty
 
 
+@pytest.mark.python_internals
 def test_replica_fulfils_the_declared_state_contract_of_its_bases():
     """``ReplicaAdvance`` and ``ReplicaAdmission`` declare the state they share with ``Replica``;
     a replica has all of it, and provides the methods they leave to it."""
