@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .interpreted import mypyc_attr
+
 NAN = math.nan
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 @dataclass(slots=True, eq=False)
 class Request:
     """One LLM request.
