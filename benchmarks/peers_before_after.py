@@ -9,6 +9,9 @@ ratios BLIS / InferenceGym of loop, process and CPU seconds) to ``--out``.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/peers_before_after.py --tree before=/tmp/ig_base \\
         --tree after=$PWD --blis-bin $BLIS_OUT/blis --blis-src $BLIS_SRC --rounds 3 --out /tmp/peers_ba
+
+``--pure NAME`` runs that tree with ``INFERENCEGYM_PURE_PYTHON=1`` (the compiled core of
+``inferencegym.accel`` off): ``--tree pure=$PWD --tree compiled=$PWD --pure pure``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ def main(argv=None) -> int:
                     default=SHARED / "reference" / "traces" / "mooncake" / "synthetic_trace.jsonl")
     ap.add_argument("--scenarios", default="azure,mooncake")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pure", action="append", default=[], metavar="NAME",
+                    help="run the tree named NAME with INFERENCEGYM_PURE_PYTHON=1 (repeat; e.g. the same "
+                         "tree twice, as pure=$PWD and compiled=$PWD, to time the compiled core)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--bytecode", action="store_true",
                     help="byte-compile each tree's package once before timing (python -m compileall, as "
@@ -96,6 +102,7 @@ def main(argv=None) -> int:
         for sname, (ig_opts, (hdr, data, bl_opts)) in scen.items():
             for name, path in trees:
                 os.environ["PYTHONPATH"] = path
+                os.environ["INFERENCEGYM_PURE_PYTHON"] = "1" if name in a.pure else "0"
                 out = _run_ig(tool, ig_bin, ig_opts)
                 out.update(variant=name, scenario=sname, round=rnd, load1=os.getloadavg()[0])
                 res.setdefault((sname, name), []).append(out)

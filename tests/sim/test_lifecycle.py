@@ -97,6 +97,7 @@ def test_same_seed_same_episode():
     assert a.lifecycle.log == b.lifecycle.log
 
 
+@pytest.mark.python_internals  # patches a method on the cluster object
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), targets=st.lists(st.integers(0, 6), min_size=2, max_size=6),
        mtbf=st.sampled_from([None, 40.0, 200.0]), drain_deadline=st.sampled_from([0.0, 5.0, 60.0]),
