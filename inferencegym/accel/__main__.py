@@ -1,6 +1,7 @@
 """``python -m inferencegym.accel build|status|clean``: the optional compiled simulator core.
 
-    python -m inferencegym.accel build      # compile (~2-4 min on 2 cores); exit 0 even when it cannot
+    python -m inferencegym.accel build      # compile (~1-2 min on 2 cores); exit 0 even when it cannot
+    python -m inferencegym.accel build --if-stale   # only when a listed source changed since
     python -m inferencegym.accel status     # which is in force in a fresh process, and why
     python -m inferencegym.accel clean      # remove the build (pure Python from then on)
 
@@ -26,12 +27,16 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--jobs", type=int, default=2, help="parallel C compiler jobs")
     b.add_argument("--verbose", action="store_true", help="show mypyc's and the compiler's output")
     b.add_argument("--strict", action="store_true", help="exit 1 when nothing was built")
+    b.add_argument("--if-stale", action="store_true", help="do nothing when the build is already current")
     sub.add_parser("status", help="say whether the compiled modules are in force, and why")
     sub.add_parser("clean", help="remove the build folder")
     a = ap.parse_args(argv)
     if a.cmd == "build":
         from inferencegym.accel.build import build
 
+        if a.if_stale and accel.check(a.out)[0] is not None:
+            print(f"accel: current, nothing to do ({a.out or accel.accel_dir()})")
+            return 0
         res = build(a.out, jobs=a.jobs, quiet=not a.verbose)
         print(res.message)
         return 1 if a.strict and not res.ok else 0

@@ -38,3 +38,10 @@ def test_the_manifest_records_every_source_hash(compiled_dir):
     for m in accel.MODULES:
         assert man["modules"][m]["sha256"] == accel.sha256_file(accel.source_path(m))
         assert (compiled_dir / man["modules"][m]["binary"]).is_file()
+
+
+def test_if_stale_leaves_a_current_build_alone(compiled_dir):
+    before = (compiled_dir / accel.MANIFEST).stat().st_mtime_ns
+    res = run_py("", args=["-m", "inferencegym.accel", "build", "--if-stale", "--out", str(compiled_dir)])
+    assert res.returncode == 0 and res.stdout.startswith("accel: current, nothing to do")
+    assert (compiled_dir / accel.MANIFEST).stat().st_mtime_ns == before
