@@ -8,8 +8,10 @@ plan the next one at once, without the event queue, for as many iterations as th
 * the iteration ends by the run's limit and by the next arrival or KV transfer (which come after
   replica steps at an equal time); other replicas' steps do not touch this replica, except under
   disaggregation (a step may start a transfer here), where the limit is the next event of any kind;
-* the batch is pure decode (no prompt chunks), no config change is pending, and nothing queued
-  could be admitted at the iteration's end (otherwise the ordinary ``plan`` takes over there);
+* the batch is pure decode, or (chunked prefill, ``sarathi``) decodes plus prompt chunks none of
+  which completes its prompt (``spec_chunks.py``: the next chunks follow from the prompts'
+  progress), no config change is pending, and nothing queued could be admitted at the
+  iteration's end (otherwise the ordinary ``plan`` takes over there);
 * no sequence finishes in it (completion goes through the ordinary event) and the next
   iteration's KV blocks fit without preemption (otherwise the ordinary ``plan`` takes over).
 
@@ -31,6 +33,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .replica_advance import ITER
+from .spec_chunks import apply_chunks, next_chunks, prefilling
 from .spec_draws import table_draw, tenant_draws
 
 if TYPE_CHECKING:
@@ -47,19 +50,29 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
     e = rep.seg_end
     if not e <= lim:
         return e
-    if (rep.state != ITER or rep.it_chunks or rep.pending is not None or rep.max_run <= 1
+    if (rep.state != ITER or rep.pending is not None or rep.max_run <= 1
             or rep.reload_debt_s or rep.api_pending or rep.block_end > rep.iterations):
         return e  # (an API-server stall or a multi-step block: the ordinary plan decides)
     decodes = rep.seg_decodes
     running = rep.running
     B = len(decodes)
     k = rep.spec_k
-    if not B or B != len(running) or k <= 0:
+    chunks = rep.it_chunks
+    cfg = rep.cfg
+    sched = cfg.scheduler
+    # chunked prefill (sarathi): the prompts still prefilling, in running order (``spec_chunks``)
+    pfl = prefilling(rep, B, chunks) if sched == "sarathi" else None
+    if pfl is None:
+        if chunks or not B or B != len(running) or k <= 0:
+            return e
+    elif k <= 0:
         return e
     queued = bool(rep.waiting or rep.prio_waiting)
-    sched = rep.cfg.scheduler
     if queued and sched not in ("vllm", "sarathi", "static"):
         return e
+    csize = cfg.chunk_size
+    budget0 = csize * cfg.pipeline_parallel - B  # sarathi's token budget after the decodes
+    pc = rep.kv.prefix_caching
     kmax = k + 1
     # per sequence: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison
     # table (``spec_draws``: the count ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
@@ -99,6 +112,11 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
     buf = rep._ubuf
     ui = rep._ui
     while e <= lim:
+        # a chunk that completes its prompt (first token, a new decoding sequence) or whose
+        # request lost its blocks to a priority admission: the ordinary event applies it
+        for r, c in chunks:
+            if r.prefilled_tokens + c >= r.prefill_target or not r.kv_blocks:
+                return e
         # the iteration's acceptance draws (peeked: consumed only if it is applied here)
         if ui + nd > len(buf):  # the next block of the same stream, appended in order
             buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
@@ -158,19 +176,31 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
                     grow = [(r, nb)]
                 else:
                     grow.append((r, nb))
-        rstep += zeros
-        rn += ones
-        if ttbt is not None:
-            for tst, tn, tz, to in tbulk:
-                tst += tz
-                tn += to
-        win.spec_proposed += prop
-        win.spec_accepted += toks - B
-        win.tokens_out += toks
-        win.quality_token_sum += quality * toks
+        if B:
+            rstep += zeros
+            rn += ones
+            if ttbt is not None:
+                for tst, tn, tz, to in tbulk:
+                    tst += tz
+                    tn += to
+            win.spec_proposed += prop
+            win.spec_accepted += toks - B
+            win.tokens_out += toks
+            win.quality_token_sum += quality * toks
+        left = 1
+        if pfl is not None:
+            # ReplicaAdvance._apply_iter's chunks (none completes its prompt: checked above), then
+            # SarathiScheduler.plan's chunks for the prompts still prefilling, in running order
+            if chunks:
+                apply_chunks(kv, chunks, pc)
+            chunks, pf, left = next_chunks(pfl, budget0, csize)
         free = kv.capacity_blocks - kv.used_blocks
-        if short > free or (queued and not _nothing_admits(rep, free - short if sched == "sarathi" else free)):
-            rep.state = 0  # preemption or an admission at this boundary: the ordinary plan decides
+        if short > free or (not B and not chunks) or (queued and left > 0
+                            and not _nothing_admits(rep, free - short if sched == "sarathi" else free)):
+            # preemption or an admission at this boundary (or, never expected, an empty batch):
+            rep.state = 0  # the ordinary plan decides
+            if pfl is not None:
+                rep.it_chunks = []  # (applied above; _apply_iter leaves it so)
             return rep.plan(e)
         if short:
             rep._kv_advance(e)
@@ -183,7 +213,11 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
         rep.blocked = False
         rep.cutoff = _INF
         rep.seg_t0 = t0 = e
-        e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
+        if pfl is None:
+            e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
+        else:
+            rep.it_chunks = chunks
+            e = rep.seg_end = e + model.iteration_time_s(pf, B, S, k if B else 0)
     return e
 
 
