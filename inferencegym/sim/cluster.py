@@ -174,7 +174,8 @@ class Cluster(ClusterReadout):
                     if end is None:
                         break
                     if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
-                        end = advance_spec(rep, self._ahead_limit(t_s))
+                        end = advance_spec(rep, self._ahead_limit(t_s), None if until_done else ledger,
+                                           self.events)
                         if end is None:
                             break
                     v = rep.version = rep.version + 1  # (_push_step, inline)

@@ -37,22 +37,48 @@ from .spec_chunks import apply_chunks, next_chunks, prefilling
 from .spec_draws import table_draw, tenant_draws
 
 if TYPE_CHECKING:
+    from .events import EventQueue
     from .replica import Replica
+    from .window_metrics import RunLedger
 
 _INF = math.inf
 
 
-def advance_spec(rep: "Replica", lim: float) -> float | None:
+def advance_spec(rep: "Replica", lim: float, ledger: "RunLedger | None" = None,
+                 events: "EventQueue | None" = None) -> float | None:
     """``rep`` has just planned a speculative iteration (``ITER``); apply it and the following ones
     while each ends by ``lim`` (no event that could touch the replica comes before; the cluster's
     ``_ahead_limit``) and nothing else could change the replica in between. Returns the end time of
-    the iteration left planned (the one the caller schedules; None when the replica went idle)."""
+    the iteration left planned (the one the caller schedules; None when the replica went idle).
+
+    With ``ledger`` (the cluster's, where completions are counted) and ``events`` (its queue), an
+    iteration in which a sequence finishes or a prompt chunk completes its prompt is applied here
+    too when it ends strictly before every queued event (the completions then reach the ledger in
+    the order the events would bring them): as the cluster's step event would (the same
+    bookkeeping, ``Replica._finish``, ``ledger.complete``), then the ordinary ``plan``, and the
+    stable iterations go on from there. Without them (a drain, which stops at the last completion)
+    such an iteration is left to the event."""
+    while True:
+        e, again = _advance(rep, lim, ledger, events)
+        if not again:
+            return e
+
+
+def _first_time(events: "EventQueue | None") -> float:
+    ev = events.peek() if events is not None else None
+    return ev[0] if ev is not None else _INF
+
+
+def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
+             events: "EventQueue | None") -> tuple[float | None, bool]:
+    """One stretch of :func:`advance_spec` with the batch set up once: ``(end time, whether the
+    ordinary plan ran at an iteration boundary here and a new stretch may follow)``."""
     e = rep.seg_end
     if not e <= lim:
-        return e
+        return e, False
     if (rep.state != ITER or rep.pending is not None or rep.max_run <= 1
             or rep.reload_debt_s or rep.api_pending or rep.block_end > rep.iterations):
-        return e  # (an API-server stall or a multi-step block: the ordinary plan decides)
+        return e, False  # (an API-server stall or a multi-step block: the ordinary plan decides)
     decodes = rep.seg_decodes
     running = rep.running
     B = len(decodes)
@@ -64,12 +90,12 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
     pfl = prefilling(rep, B, chunks) if sched == "sarathi" else None
     if pfl is None:
         if chunks or not B or B != len(running) or k <= 0:
-            return e
+            return e, False
     elif k <= 0:
-        return e
+        return e, False
     queued = bool(rep.waiting or rep.prio_waiting)
     if queued and sched not in ("vllm", "sarathi", "static"):
-        return e
+        return e, False
     csize = cfg.chunk_size
     budget0 = csize * cfg.pipeline_parallel - B  # sarathi's token budget after the decodes
     pc = rep.kv.prefix_caching
@@ -111,18 +137,25 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
         tbulk = [(tr.step, tr.n, [0.0] * c, [1] * c) for tr, c in zip(ttbt, tcnt) if c]
     buf = rep._ubuf
     ui = rep._ui
+    first = None  # the earliest queued event's time (read when an iteration is irregular)
     while e <= lim:
-        # a chunk that completes its prompt (first token, a new decoding sequence) or whose
-        # request lost its blocks to a priority admission: the ordinary event applies it
+        # a chunk whose request lost its blocks to a priority admission: the ordinary event applies
+        # it; one that completes its prompt (first token, a new decoding sequence): irregular
+        irregular = False
         for r, c in chunks:
-            if r.prefilled_tokens + c >= r.prefill_target or not r.kv_blocks:
-                return e
+            if not r.kv_blocks:
+                return e, False
+            if r.prefilled_tokens + c >= r.prefill_target:
+                if ledger is None or r.handoff:
+                    return e, False
+                irregular = True
         # the iteration's acceptance draws (peeked: consumed only if it is applied here)
         if ui + nd > len(buf):  # the next block of the same stream, appended in order
             buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
             rep._ui = ui = 0
         p = ui
         s = 0
+        over = 0
         for r, j, a1, b1, a2, b2, a3, tb in pairs:
             if not j:
                 u = buf[p]
@@ -135,10 +168,20 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
                     j = 3
                 else:
                     j = table_draw(u, tb)
-            if j >= r.output_tokens - r.generated_tokens:
-                return e  # a sequence finishes: the ordinary event applies this iteration
+            rem = r.output_tokens - r.generated_tokens
+            if j >= rem:  # the sequence finishes: its last ``rem`` tokens, ``j`` accepted
+                if ledger is None:
+                    return e, False  # the ordinary event applies this iteration
+                irregular = True
+                over += j - rem
+                j = rem
             js[s] = j
             s += 1
+        if irregular:
+            if first is None:
+                first = _first_time(events)
+            if not e < first:
+                return e, False  # another event comes first (or at the same time): it decides
         ui = rep._ui = p
         # ReplicaAdvance._apply_iter / _apply_spec at e, then Replica.plan's reserve_decode
         rep.now = e
@@ -184,15 +227,25 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
                     tst += tz
                     tn += to
             win.spec_proposed += prop
-            win.spec_accepted += toks - B
+            win.spec_accepted += toks + over - B
             win.tokens_out += toks
             win.quality_token_sum += quality * toks
+        if irregular:  # ReplicaAdvance._apply_iter's chunks and completions, the cluster's
+            if chunks:  # ledger, then the ordinary plan (as the step event would)
+                apply_chunks(rep, chunks, pc)
+            rep.it_chunks = []
+            done = [r for r in running if r.generated_tokens >= r.output_tokens]
+            if done:
+                rep._finish(done)
+                ledger.complete(done)
+            rep.state = 0
+            return rep.plan(e), True
         left = 1
         if pfl is not None:
             # ReplicaAdvance._apply_iter's chunks (none completes its prompt: checked above), then
             # SarathiScheduler.plan's chunks for the prompts still prefilling, in running order
             if chunks:
-                apply_chunks(kv, chunks, pc)
+                apply_chunks(rep, chunks, pc)
             chunks, pf, left = next_chunks(pfl, budget0, csize)
         free = kv.capacity_blocks - kv.used_blocks
         if short > free or (not B and not chunks) or (queued and left > 0
@@ -201,7 +254,7 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
             rep.state = 0  # the ordinary plan decides
             if pfl is not None:
                 rep.it_chunks = []  # (applied above; _apply_iter leaves it so)
-            return rep.plan(e)
+            return rep.plan(e), True
         if short:
             rep._kv_advance(e)
             for r, nb in grow:
@@ -218,7 +271,7 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
         else:
             rep.it_chunks = chunks
             e = rep.seg_end = e + model.iteration_time_s(pf, B, S, k if B else 0)
-    return e
+    return e, False
 
 
 def _nothing_admits(rep: "Replica", free: int) -> bool:

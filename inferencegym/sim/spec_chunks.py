@@ -8,7 +8,7 @@ follow from the prompts' progress alone (``SarathiScheduler.plan``'s first loop)
 reproduce, for :func:`spec_ahead.advance_spec`, exactly what the event path does with the chunks:
 ``ReplicaAdvance._apply_iter``'s chunk loop (:func:`apply_chunks`) and the scheduler's chunk plan
 (:func:`next_chunks`). A chunk that completes its prompt emits a first token and adds a decoding
-sequence: ``advance_spec`` hands that iteration to the ordinary event.
+sequence: ``advance_spec`` applies that iteration as the step event would, then the ordinary plan.
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ def prefilling(rep: Any, n_decodes: int, chunks: list) -> list | None:
     return pfl
 
 
-def apply_chunks(kv: Any, chunks: list, prefix_caching: bool) -> None:
-    """``ReplicaAdvance._apply_iter``'s chunk loop for chunks that do not complete their prompt
-    (the caller checked): the prompt's progress and, with prefix caching, the prompt blocks the
-    chunk completed named in the cache."""
+def apply_chunks(rep: Any, chunks: list, prefix_caching: bool) -> None:
+    """``ReplicaAdvance._apply_iter``'s chunk loop at ``rep.now`` (every chunk's request holds its
+    blocks and none is handed off to a decode replica: the caller checked): the prompt's progress,
+    with prefix caching the prompt blocks the chunk completed named in the cache, and for a prompt
+    completed its first token (``_emit_token``)."""
+    kv = rep.kv
     bs = kv.block_size
     for r, c in chunks:
         r.prefilled_tokens += c
@@ -44,6 +46,11 @@ def apply_chunks(kv: Any, chunks: list, prefix_caching: bool) -> None:
             nf = r.prefilled_tokens // bs
             nh = len(r.block_hashes)
             kv.commit(r, nf if nf < nh else nh)
+        if r.prefilled_tokens >= r.prefill_target:
+            r.kv_tokens = r.prefill_target
+            if r.generated_tokens == 0:
+                rep.prompt_tokens_done += r.prompt_tokens
+            rep._emit_token(r, rep.now)
 
 
 def next_chunks(pfl: list, budget: int, per: int) -> tuple[list, list, int]:
