@@ -64,7 +64,8 @@ def advance_spec(rep: "Replica", lim: float, ledger: "RunLedger | None" = None,
             return e
 
 
-def _first_time(events: "EventQueue | None") -> float:
+def first_event_time(events: "EventQueue | None") -> float:
+    """Time of the earliest queued event of any kind (inf when none or no queue is given)."""
     ev = events.peek() if events is not None else None
     return ev[0] if ev is not None else _INF
 
@@ -179,7 +180,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             s += 1
         if irregular:
             if first is None:
-                first = _first_time(events)
+                first = first_event_time(events)
             if not e < first:
                 return e, False  # another event comes first (or at the same time): it decides
         ui = rep._ui = p
@@ -249,7 +250,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             chunks, pf, left = next_chunks(pfl, budget0, csize)
         free = kv.capacity_blocks - kv.used_blocks
         if short > free or (not B and not chunks) or (queued and left > 0
-                            and not _nothing_admits(rep, free - short if sched == "sarathi" else free)):
+                            and not nothing_admits(rep, free - short if sched == "sarathi" else free)):
             # preemption or an admission at this boundary (or, never expected, an empty batch):
             rep.state = 0  # the ordinary plan decides
             if pfl is not None:
@@ -274,7 +275,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     return e, False
 
 
-def _nothing_admits(rep: "Replica", free: int) -> bool:
+def nothing_admits(rep: "Replica", free: int) -> bool:
     """Whether ``try_admit`` refuses (without side effects) every request that could be the
     queue head at this boundary, ``free`` blocks being free when it is asked. False when unsure."""
     running = rep.running
