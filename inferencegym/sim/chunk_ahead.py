@@ -29,8 +29,8 @@ import math
 from typing import TYPE_CHECKING
 
 from .replica_advance import ITER
-from .spec_ahead import first_event_time, nothing_admits
-from .spec_chunks import apply_chunks, next_chunks, prefilling
+from .spec_ahead import irregular_step, nothing_admits
+from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
 
 if TYPE_CHECKING:
     from .events import EventQueue
@@ -66,6 +66,10 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
     chunks = rep.it_chunks
     if cfg.scheduler != "sarathi" or not chunks:
         return e, False
+    if completes_prompt(chunks):  # (the step event's code, without a set-up here)
+        if ledger is None or hands_off(chunks):
+            return e, False
+        return irregular_step(rep, e, ledger, events)
     decodes = rep.seg_decodes
     B = len(decodes)
     pfl = prefilling(rep, B, chunks)
@@ -95,7 +99,6 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
         x = r.output_tokens - r.generated_tokens
         if x < minrem:
             minrem = x
-    first = None  # the earliest queued event's time (read when an iteration is irregular)
     t_back = None
     while e <= lim:
         irregular = minrem <= 1  # a sequence's last token
@@ -103,20 +106,11 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
             if not r.kv_blocks:
                 return e, False  # lost its blocks to a priority admission: the event applies it
             if r.prefilled_tokens + c >= r.prefill_target:
-                if r.handoff:
-                    return e, False  # a KV transfer starts: the cluster's event
                 irregular = True  # the prompt's first token
-        if irregular:
-            if ledger is None:
+        if irregular:  # the step event's own code
+            if ledger is None or hands_off(chunks):
                 return e, False
-            if first is None:
-                first = first_event_time(events)
-            if not e < first:
-                return e, False
-            done, _handoffs = rep.on_step_end(e)  # (none: checked above)
-            if done:
-                ledger.complete(done)
-            return rep.plan(e), True
+            return irregular_step(rep, e, ledger, events)
         # ReplicaAdvance._apply_iter (speculation off) at e, the KV growth of reserve_decode
         rep.now = e
         rep.iterations += 1

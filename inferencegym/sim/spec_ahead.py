@@ -33,7 +33,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .replica_advance import ITER
-from .spec_chunks import apply_chunks, next_chunks, prefilling
+from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
 from .spec_draws import table_draw, tenant_draws
 
 if TYPE_CHECKING:
@@ -70,6 +70,21 @@ def first_event_time(events: "EventQueue | None") -> float:
     return ev[0] if ev is not None else _INF
 
 
+def irregular_step(rep: "Replica", e: float, ledger: "RunLedger",
+                   events: "EventQueue | None") -> tuple[float | None, bool]:
+    """The planned iteration ending at ``e`` finishes a sequence or completes a prompt (not one
+    handed off to a decode replica: the caller checked): when it ends strictly before every
+    queued event, apply it as the cluster's step event would (``on_step_end``, the completions to
+    ``ledger``, the ordinary ``plan``) and return ``(the new end, True)``; otherwise leave it to
+    the event (``(e, False)``)."""
+    if not e < first_event_time(events):
+        return e, False  # another event comes first (or at the same time): it decides
+    done, _handoffs = rep.on_step_end(e)
+    if done:
+        ledger.complete(done)
+    return rep.plan(e), True
+
+
 def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
              events: "EventQueue | None") -> tuple[float | None, bool]:
     """One stretch of :func:`advance_spec` with the batch set up once: ``(end time, whether the
@@ -87,6 +102,10 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     chunks = rep.it_chunks
     cfg = rep.cfg
     sched = cfg.scheduler
+    if chunks and completes_prompt(chunks):  # (the step event's code, without a set-up here)
+        if ledger is None or hands_off(chunks):
+            return e, False
+        return irregular_step(rep, e, ledger, events)
     # chunked prefill (sarathi): the prompts still prefilling, in running order (``spec_chunks``)
     pfl = prefilling(rep, B, chunks) if sched == "sarathi" else None
     if pfl is None:
@@ -138,7 +157,6 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         tbulk = [(tr.step, tr.n, [0.0] * c, [1] * c) for tr, c in zip(ttbt, tcnt) if c]
     buf = rep._ubuf
     ui = rep._ui
-    first = None  # the earliest queued event's time (read when an iteration is irregular)
     while e <= lim:
         # a chunk whose request lost its blocks to a priority admission: the ordinary event applies
         # it; one that completes its prompt (first token, a new decoding sequence): irregular
@@ -147,16 +165,17 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             if not r.kv_blocks:
                 return e, False
             if r.prefilled_tokens + c >= r.prefill_target:
-                if ledger is None or r.handoff:
-                    return e, False
                 irregular = True
+        if irregular:
+            if ledger is None or hands_off(chunks):
+                return e, False
+            return irregular_step(rep, e, ledger, events)
         # the iteration's acceptance draws (peeked: consumed only if it is applied here)
         if ui + nd > len(buf):  # the next block of the same stream, appended in order
             buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
             rep._ui = ui = 0
         p = ui
         s = 0
-        over = 0
         for r, j, a1, b1, a2, b2, a3, tb in pairs:
             if not j:
                 u = buf[p]
@@ -169,20 +188,15 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                     j = 3
                 else:
                     j = table_draw(u, tb)
-            rem = r.output_tokens - r.generated_tokens
-            if j >= rem:  # the sequence finishes: its last ``rem`` tokens, ``j`` accepted
+            if j >= r.output_tokens - r.generated_tokens:  # the sequence finishes
                 if ledger is None:
                     return e, False  # the ordinary event applies this iteration
                 irregular = True
-                over += j - rem
-                j = rem
+                break
             js[s] = j
             s += 1
-        if irregular:
-            if first is None:
-                first = first_event_time(events)
-            if not e < first:
-                return e, False  # another event comes first (or at the same time): it decides
+        if irregular:  # the step event's own code (the draws peeked above are drawn again there)
+            return irregular_step(rep, e, ledger, events)
         ui = rep._ui = p
         # ReplicaAdvance._apply_iter / _apply_spec at e, then Replica.plan's reserve_decode
         rep.now = e
@@ -228,19 +242,9 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                     tst += tz
                     tn += to
             win.spec_proposed += prop
-            win.spec_accepted += toks + over - B
+            win.spec_accepted += toks - B
             win.tokens_out += toks
             win.quality_token_sum += quality * toks
-        if irregular:  # ReplicaAdvance._apply_iter's chunks and completions, the cluster's
-            if chunks:  # ledger, then the ordinary plan (as the step event would)
-                apply_chunks(rep, chunks, pc)
-            rep.it_chunks = []
-            done = [r for r in running if r.generated_tokens >= r.output_tokens]
-            if done:
-                rep._finish(done)
-                ledger.complete(done)
-            rep.state = 0
-            return rep.plan(e), True
         left = 1
         if pfl is not None:
             # ReplicaAdvance._apply_iter's chunks (none completes its prompt: checked above), then

@@ -33,6 +33,23 @@ def prefilling(rep: Any, n_decodes: int, chunks: list) -> list | None:
     return pfl
 
 
+def completes_prompt(chunks: list) -> bool:
+    """Whether a chunk of the planned iteration completes its prompt."""
+    for r, c in chunks:
+        if r.prefilled_tokens + c >= r.prefill_target:
+            return True
+    return False
+
+
+def hands_off(chunks: list) -> bool:
+    """Whether a prompt the planned iteration completes goes to a decode replica (a KV transfer
+    the cluster starts: its step event decides)."""
+    for r, c in chunks:
+        if r.handoff and r.prefilled_tokens + c >= r.prefill_target:
+            return True
+    return False
+
+
 def apply_chunks(rep: Any, chunks: list, prefix_caching: bool) -> None:
     """``ReplicaAdvance._apply_iter``'s chunk loop at ``rep.now`` (every chunk's request holds its
     blocks and none is handed off to a decode replica: the caller checked): the prompt's progress,

@@ -180,28 +180,40 @@ def test_spec_ahead_chunks_random_configs(seed, chunk, kv, prompt_max, prio, dep
     _assert_same(fast, fs, ref, rs)
 
 
+def _step_events(cfg, reqs, seed):
+    """Run with windows, counting the replicas' step events (queued or claimed)."""
+    from inferencegym.sim.events import EV_STEP, EventQueue
+    steps = [0]
+    sched, claim = EventQueue.schedule, EventQueue.claim_first
+
+    def counting_schedule(self, time, priority, a, b=None):
+        steps[0] += priority == EV_STEP
+        return sched(self, time, priority, a, b)
+
+    def counting_claim(self, time):
+        got = claim(self, time)
+        steps[0] += got
+        return got
+
+    EventQueue.schedule, EventQueue.claim_first = counting_schedule, counting_claim
+    try:
+        c, stats = _run(cfg, clone(reqs), seed, False, False)
+    finally:
+        EventQueue.schedule, EventQueue.claim_first = sched, claim
+    return c, stats, steps[0]
+
+
 def test_spec_ahead_applies_completions_and_first_tokens():
     """Iterations in which a sequence finishes or a prompt completes are applied by the fast path
-    too (then the ordinary plan): almost every speculative iteration of a one-replica run
-    between windows avoids the event queue, with the same results as one event per iteration."""
-    import inferencegym.sim.replica_advance as ra
+    too (the step event's code, then the ordinary plan): most speculative iterations of a
+    one-replica run between windows need no step event, with the same results as one event per
+    iteration."""
     cfg = ClusterConfig(replica=ReplicaConfig(scheduler="sarathi", speculation_depth=3, chunk_size=512,
                                               kv_budget_fraction=0.3),
                         num_replicas=1, tenants=TENANTS)
     reqs = poisson_requests(np.random.default_rng(3), rate=8.0, duration_s=6.0, prompt=(64, 400),
                             output=(20, 200), tenants=3)
-    events = []
-    orig = ra.ReplicaAdvance._apply_iter
-
-    def counting(self, now):
-        events.append(now)
-        return orig(self, now)
-
-    ra.ReplicaAdvance._apply_iter = counting
-    try:
-        fast, fs = _run(cfg, clone(reqs), 3, False, False)
-    finally:
-        ra.ReplicaAdvance._apply_iter = orig
+    fast, fs, steps = _step_events(cfg, reqs, 3)
     ref, rs = _run(cfg, clone(reqs), 3, True, False)
     _assert_same(fast, fs, ref, rs)
-    assert fast.n_completed == len(reqs) and len(events) < 0.15 * fast.replicas[0].iterations
+    assert fast.n_completed == len(reqs) and steps < 0.15 * fast.replicas[0].iterations
