@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class Cluster(ClusterReadout):
     ``max_run_iterations=1`` disables the closed-form multi-iteration decode runs (reference path).
     """
 
-    FEATURE_NAMES = FEATURE_NAMES
+    FEATURE_NAMES: ClassVar[tuple[str, ...]] = FEATURE_NAMES
 
     def __init__(self, config: ClusterConfig, rng: np.random.Generator | None = None, *,
                  execution_model=None, check_invariants: bool = False,
@@ -96,7 +96,7 @@ class Cluster(ClusterReadout):
         self.now_s = 0.0
         self.requests: list[Request] = []
         self._pending_decision: Request | None = None
-        self._fallback_router = None
+        self._fallback_router: Any = None  # a router object (make_router)
         self.check = check_invariants
         self._features = ReplicaFeatures()
         self.disagg = Disaggregation(config.num_replicas, config.decode_router)

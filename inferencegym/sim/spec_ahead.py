@@ -126,8 +126,8 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     nta = len(lat)
     pairs = [(r, *(lat[r.tenant] if r.tenant < nta else ldef)) for r in decodes]
     nd = 0
-    for p in pairs:
-        if not p[1]:
+    for pr in pairs:
+        if not pr[1]:
             nd += 1
     win = rep.win
     ttbt = win.ttbt
@@ -262,7 +262,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             return rep.plan(e), True
         if short:
             rep._kv_advance(e)
-            for r, nb in grow:
+            for r, nb in grow:  # type: ignore[union-attr]  # short > 0: grow is a list
                 r.kv_blocks = nb
             kv.allocate(short)
             rep._kv_peak()
