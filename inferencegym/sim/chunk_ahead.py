@@ -99,7 +99,7 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
         x = r.output_tokens - r.generated_tokens
         if x < minrem:
             minrem = x
-    t_back = None
+    t_back: list[int] = []
     while e <= lim:
         irregular = minrem <= 1  # a sequence's last token
         for r, c in chunks:
@@ -147,7 +147,7 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
                         grow = [(r, nb)]
                     else:
                         grow.append((r, nb))
-            add(dur, 0.0, 1, back, 0, t_back)
+            add(dur, 0.0, 1, back, 0, t_back if multi else None)
             win.tokens_out += B
             if quality:
                 win.quality_token_sum += quality * B
@@ -161,7 +161,7 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
             return rep.plan(e), True
         if short:
             rep._kv_advance(e)
-            for r, nb in grow:
+            for r, nb in grow:  # type: ignore[union-attr]  # short > 0: grow is a list
                 r.kv_blocks = nb
             kv.allocate(short)
             rep._kv_peak()

@@ -80,8 +80,8 @@ def irregular_step(rep: "Replica", e: float, ledger: "RunLedger",
     if not e < first_event_time(events):
         return e, False  # another event comes first (or at the same time): it decides
     done, _handoffs = rep.on_step_end(e)
-    if done:
-        ledger.complete(done)
+    if done:  # (a list: ``_finish``'s)
+        ledger.complete(done)  # type: ignore[arg-type]
     return rep.plan(e), True
 
 
@@ -195,8 +195,8 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                 break
             js[s] = j
             s += 1
-        if irregular:  # the step event's own code (the draws peeked above are drawn again there)
-            return irregular_step(rep, e, ledger, events)
+        if irregular and ledger is not None:  # the step event's own code (the draws peeked
+            return irregular_step(rep, e, ledger, events)  # above are drawn again there)
         ui = rep._ui = p
         # ReplicaAdvance._apply_iter / _apply_spec at e, then Replica.plan's reserve_decode
         rep.now = e
