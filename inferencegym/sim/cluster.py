@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .cache_view import PublishedView
+from .chunk_ahead import advance_chunks
 from .cluster_readout import ClusterReadout
 from .config import ClusterConfig
 from .disaggregation import Disaggregation
@@ -176,7 +177,13 @@ class Cluster(ClusterReadout):
                     if end is None:
                         break
                     if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
-                        end = advance_spec(rep, self._ahead_limit(t_s))
+                        end = advance_spec(rep, self._ahead_limit(t_s), None if until_done else ledger,
+                                           self.events)
+                        if end is None:
+                            break
+                    elif rep.state == ITER and rep.it_chunks:  # chunked prefill, several iterations
+                        end = advance_chunks(rep, self._ahead_limit(t_s), None if until_done else ledger,
+                                             self.events)
                         if end is None:
                             break
                     v = rep.version = rep.version + 1  # (_push_step, inline)
