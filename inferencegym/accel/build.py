@@ -63,7 +63,7 @@ def _mypycify(paths: list[str], target_dir: Path) -> list:
         exts = mypycify(paths + ["--ignore-missing-imports", "--follow-imports=silent"],
                         opt_level="3", target_dir=str(target_dir), group_name=GROUP)
     except SystemExit as e:  # mypyc reports type errors on stdout and exits
-        raise BuildError(f"mypyc refused the sources (exit {e.code}; its messages are above)") from None
+        raise BuildError(f"mypyc refused the sources (exit {e.code}; its messages are printed with this line)") from None
     for ext in exts:
         ext.extra_compile_args = list(ext.extra_compile_args or []) + list(CFLAGS)
     return exts

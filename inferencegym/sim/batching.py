@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from .interpreted import mypyc_attr
+
 if TYPE_CHECKING:
     from .request import Request
     from .views import BatchingReplicaView
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 Plan = tuple[list[tuple["Request", int]], bool]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class VLLMScheduler:
     """Prefill-first iteration-level batching (Orca/vLLM)."""
 
@@ -75,6 +78,7 @@ class VLLMScheduler:
         return chunks, True
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class SarathiScheduler:
     """Chunked prefill with decodes piggybacked, ``chunk_size`` tokens per iteration (Sarathi-Serve).
 
@@ -121,6 +125,7 @@ class SarathiScheduler:
         return chunks, True
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class StaticScheduler:
     """Request-level batching: a new batch only when the replica is empty (FasterTransformer)."""
 

@@ -39,10 +39,12 @@ from .router import make_router
 from .spec_ahead import advance_spec
 from .submission import check_submitted
 from .window_metrics import RunLedger
+from .interpreted import mypyc_attr
 
 _REPLICA_KNOBS = REPLICA_KNOBS  # the name older callers import
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class Cluster(ClusterReadout):
     """Event-driven simulator of ``num_replicas`` replicas (see docs/simulator.md).
 
@@ -92,7 +94,6 @@ class Cluster(ClusterReadout):
         self.router = make_router(config.router)
         self.external = config.router == "external"
         self.events = EventQueue()
-        self._schedule_event = self.events.schedule
         self.now_s = 0.0
         self.requests: list[Request] = []
         self._pending_decision: Request | None = None
@@ -153,7 +154,8 @@ class Cluster(ClusterReadout):
             raise ValueError(f"cannot run back in time: t_s={t_s} < now_s={self.now_s}")
         reps = self.replicas
         ledger = self.ledger
-        sched = self._schedule_event
+        sched = self.events.schedule  # (bound per call: a stored bound method of a compiled object
+        # would survive copy.deepcopy pointing at the original's queue)
         claim = self.events.claim_first
         check = self.check
         guard = self.external and not decide and self._fallback_router is None
@@ -316,7 +318,7 @@ class Cluster(ClusterReadout):
 
     def _push_step(self, rep: Replica, end: float) -> None:
         rep.version += 1
-        self._schedule_event(end, EV_STEP, rep.id, rep.version)
+        self.events.schedule(end, EV_STEP, rep.id, rep.version)
 
     # ------------------------------------------------------------------ disaggregation
     def _start_transfer(self, r: Request, src: Replica) -> None:

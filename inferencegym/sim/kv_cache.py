@@ -41,7 +41,7 @@ from collections.abc import Callable
 from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
-from .interpreted import interpreted
+from .interpreted import interpreted, mypyc_attr
 
 if TYPE_CHECKING:
     from .request import Request
@@ -52,6 +52,7 @@ class KVCacheError(RuntimeError):
     """An allocation or free that would break the cache's invariants (a simulator bug)."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class _Run:
     """Cached blocks ``hs[lo:hi]`` (positions ``lo .. hi-1`` of a hash chain), one node of the tree."""
 
@@ -86,6 +87,7 @@ def _matched(hashes, run: _Run, end: int) -> int:
     return a
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class KVCache:
     """Block allocator with an LRU prefix cache (see the module docstring)."""
 

@@ -16,6 +16,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .replica_advance import ReplicaAdvance
+from .interpreted import mypyc_attr
 
 if TYPE_CHECKING:
     from .config import ReplicaConfig
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 _isnan = math.isnan
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class ReplicaAdmission(ReplicaAdvance):
     """Methods of ``Replica`` that admit, preempt and reserve (see the module docstring).
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .spec_step import apply_spec
+from .interpreted import mypyc_attr
 
 _sqrt = math.sqrt
 
@@ -38,6 +39,7 @@ def _set_completed(r: "Request", frontend_s: float) -> None:
     r.completion_s = r.last_token_s + frontend_s
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class ReplicaAdvance:
     """Methods of ``Replica`` that apply finished work (see the module docstring).
 

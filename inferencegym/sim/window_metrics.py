@@ -18,6 +18,7 @@ import numpy as np
 from .metrics import TBTRecorder, TenantWindowStats, WindowStats, pdict, weighted_arith_percentiles
 from .slo import meets_slo
 from .tbt_small import one_value_figures, pct, small_mean, small_percentiles
+from .interpreted import mypyc_attr
 
 if TYPE_CHECKING:
     from .config import TenantSpec
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .request import Request
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class RunLedger:
     """Run totals (submitted, completed, rejected) and the current window's arrivals, rejections and
     completed requests with their SLO outcome (decided once, at completion, by ``slo.meets_slo``).

@@ -71,6 +71,7 @@ def test_spec_ahead_is_bit_identical_to_one_event_per_iteration(scheduler, kv, r
         assert x._ubuf[x._ui:x._ui + 50] == y._ubuf[y._ui:y._ui + 50]
 
 
+@pytest.mark.python_internals
 def test_spec_ahead_runs_many_iterations_per_event():
     """The fast path is taken: far fewer step events than speculative iterations."""
     cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.2, speculation_depth=3), num_replicas=1,
