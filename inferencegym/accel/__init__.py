@@ -27,7 +27,7 @@ from pathlib import Path
 MODULES: tuple[str, ...] = tuple(f"inferencegym.sim.{m}" for m in (
     "batching", "cluster", "cluster_readout", "events", "kv_cache", "metrics",
     "replica", "replica_admission", "replica_advance", "request", "slo", "spec_acceptance",
-    "spec_ahead", "spec_draws", "spec_step", "tbt_small", "window_metrics",
+    "spec_ahead", "spec_chunks", "chunk_ahead", "spec_draws", "spec_step", "tbt_small", "window_metrics",
 ))
 """The compiled group (one mypyc group: all or nothing). A module here must type-check under mypy
 with runtime-true annotations (mypyc enforces them) and keep its classes free of dynamic
