@@ -59,8 +59,11 @@ def with_up_head(base, x: np.ndarray, y: np.ndarray, quantile: float, epochs: in
     """A copy of ``base`` with an up-head fitted to ``quantile`` (main net, gate, normalisation unchanged)."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    import torch
+
     from inferencegym.rl.control_residual import ResidualAutoscalerModule, fit_residual
 
+    torch.manual_seed(seed)  # the same head for the same quantile, whichever others a call fits
     m = RLModuleSpec(module_class=ResidualAutoscalerModule, observation_space=base.observation_space,
                      action_space=base.action_space, model_config={**base.model_config, "up_head": True}).build()
     m.load_state_dict(base.state_dict(), strict=False)
@@ -79,9 +82,11 @@ def main() -> None:
     ap.add_argument("--up-quantiles", default="0.3,0.45")
     ap.add_argument("--max-ups", default="2", help="comma-separated max_up values (inference-time bound)")
     ap.add_argument("--groups", default=None, help="comma-separated group names to evaluate (default: all)")
+    ap.add_argument("--only", default=None, help="comma-separated candidate names to evaluate")
     ap.add_argument("--val-seeds", type=int, default=1)
     ap.add_argument("--cache", required=True, help="JSON cache of episode results (read and extended)")
-    ap.add_argument("--export", default=None, help="candidate name to export (e.g. up0.45_max2)")
+    ap.add_argument("--export", default=None, help="candidate name to export (e.g. up0.25_max2), or 'all' "
+                    "(each to EXPORT_DIR/NAME)")
     ap.add_argument("--export-dir", default=None)
     ap.add_argument("--out", default=None, help="JSON summary")
     a = ap.parse_args()
@@ -94,6 +99,8 @@ def main() -> None:
     cands = {f"base_max{mu}": (None, int(mu)) for mu in a.max_ups.split(",")}
     cands.update({f"up{q}_max{mu}": (float(q), int(mu)) for q in a.up_quantiles.split(",")
                   for mu in a.max_ups.split(",")})
+    if a.only:
+        cands = {k: v for k, v in cands.items() if k in a.only.split(",") or k == a.export}
     modules: dict[float | None, object] = {None: base}
     ups = sorted({q for q, _ in cands.values() if q is not None})
     if ups:
@@ -145,22 +152,24 @@ def main() -> None:
         print(f"{name}: " + "; ".join(f"{g} score {v['score']:+.4f} GPU-h {v['gpu_pct']:+.1f} % SLO "
                                       f"{v['slo_pts']:+.1f} pts [{v['form']}]" for g, v in row.items()), flush=True)
     summary["cpu_s"] = time.process_time() - c0
-    if a.export:
+    for name in (list(cands) if a.export == "all" else [a.export] if a.export else []):
         from inferencegym.rl.policy_loader import export_module
 
-        q, mu = cands[a.export]
+        q, mu = cands[name]
         m = modules[q]
         m.max_up = mu
-        mc = {**m.model_config, "max_up": mu}
         meta = json.loads((Path(a.base) / "module.json").read_text())
         train = {**meta.get("train", {}), "up_quantile": q, "max_up": mu,
-                 "selected_by": f"validation days only (benchmarks/tune_control_residual.py, candidate {a.export})"}
-        export_module(m, a.export_dir, module_type="residual_autoscaler", model_config=mc, module_id="default_policy",
-                      task_id=TASK, kind="control", extra={"control": meta["control"], "train": train,
-                                                           "command": "benchmarks/tune_control_residual.py " + " ".join(
-                                                               f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items()
-                                                               if v is not None and k not in ("out", "cache"))})
-        print(f"exported {a.export} to {a.export_dir}")
+                 "selected_by": f"validation days only (benchmarks/tune_control_residual.py, candidate {name})"}
+        cmd = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v is not None
+                       and k not in ("out", "cache", "export", "export_dir", "only"))
+        out = Path(a.export_dir) / name if a.export == "all" else Path(a.export_dir)
+        export_module(m, out, module_type="residual_autoscaler", model_config={**m.model_config, "max_up": mu},
+                      module_id="default_policy", task_id=TASK, kind="control",
+                      extra={"control": meta["control"], "train": train,
+                             "command": f"benchmarks/tune_control_residual.py {cmd} --only {name} --export {name} "
+                                        f"--export-dir {out}"})
+        print(f"exported {name} to {out}")
     if a.out:
         Path(a.out).write_text(json.dumps(summary, indent=1))
 
