@@ -65,3 +65,22 @@ def local_ray():
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A ``python_internals`` test patches simulator methods or reads class annotations, which the
+    compiled core (``inferencegym.accel``) does not route through Python: while it is in force, the
+    test runs in a subprocess with ``INFERENCEGYM_PURE_PYTHON=1`` and passes or fails with it."""
+    from inferencegym import accel
+
+    if pyfuncitem.get_closest_marker("python_internals") is None or not accel.active():
+        return None
+    import subprocess
+    import sys
+
+    env = {**os.environ, accel.PURE_ENV: "1"}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
+                         cwd=pyfuncitem.config.rootpath, env=env, capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, f"pure-Python run of {pyfuncitem.nodeid} failed:\n{res.stdout[-4000:]}"
+    return True

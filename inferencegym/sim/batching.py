@@ -21,7 +21,9 @@ watermark, preemption and priority live in one place (``replica.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from .interpreted import mypyc_attr
 
 if TYPE_CHECKING:
     from .request import Request
@@ -30,10 +32,11 @@ if TYPE_CHECKING:
 Plan = tuple[list[tuple["Request", int]], bool]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class VLLMScheduler:
     """Prefill-first iteration-level batching (Orca/vLLM)."""
 
-    name = "vllm"
+    name: ClassVar[str] = "vllm"
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         steps = rep.cfg.num_scheduler_steps
@@ -48,6 +51,7 @@ class VLLMScheduler:
             return [], True
         chunks: list = []
         budget = rep.cfg.max_tokens_per_iter
+        r: Request | None
         if rep.partials_possible:
             for r in rep.running:  # prompts left half-done by a switch from chunked prefill
                 rem = r.prefill_target - r.prefilled_tokens
@@ -74,6 +78,7 @@ class VLLMScheduler:
         return chunks, True
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class SarathiScheduler:
     """Chunked prefill with decodes piggybacked, ``chunk_size`` tokens per iteration (Sarathi-Serve).
 
@@ -83,11 +88,12 @@ class SarathiScheduler:
     with ``max_num_batched_tokens``; a request in flight is skipped): up to ``P x chunk_size`` tokens
     an iteration, one prompt's chunk at most ``chunk_size`` (it sits in one micro-batch)."""
 
-    name = "sarathi"
+    name: ClassVar[str] = "sarathi"
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         rep.reserve_decode()
         n_dec = 0
+        r: Request | None
         for r in rep.running:
             if r.prefilled_tokens >= r.prefill_target:
                 n_dec += 1
@@ -119,10 +125,11 @@ class SarathiScheduler:
         return chunks, True
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class StaticScheduler:
     """Request-level batching: a new batch only when the replica is empty (FasterTransformer)."""
 
-    name = "static"
+    name: ClassVar[str] = "static"
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         if rep.running:

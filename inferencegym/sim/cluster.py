@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .cache_view import PublishedView
+from .chunk_ahead import advance_chunks
 from .cluster_readout import ClusterReadout
 from .config import ClusterConfig
 from .disaggregation import Disaggregation
@@ -38,10 +39,12 @@ from .router import make_router
 from .spec_ahead import advance_spec
 from .submission import check_submitted
 from .window_metrics import RunLedger
+from .interpreted import mypyc_attr
 
 _REPLICA_KNOBS = REPLICA_KNOBS  # the name older callers import
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class Cluster(ClusterReadout):
     """Event-driven simulator of ``num_replicas`` replicas (see docs/simulator.md).
 
@@ -51,7 +54,7 @@ class Cluster(ClusterReadout):
     ``max_run_iterations=1`` disables the closed-form multi-iteration decode runs (reference path).
     """
 
-    FEATURE_NAMES = FEATURE_NAMES
+    FEATURE_NAMES: ClassVar[tuple[str, ...]] = FEATURE_NAMES
 
     def __init__(self, config: ClusterConfig, rng: np.random.Generator | None = None, *,
                  execution_model=None, check_invariants: bool = False,
@@ -91,11 +94,10 @@ class Cluster(ClusterReadout):
         self.router = make_router(config.router)
         self.external = config.router == "external"
         self.events = EventQueue()
-        self._schedule_event = self.events.schedule
         self.now_s = 0.0
         self.requests: list[Request] = []
         self._pending_decision: Request | None = None
-        self._fallback_router = None
+        self._fallback_router: Any = None  # a router object (make_router)
         self.check = check_invariants
         self._features = ReplicaFeatures()
         self.disagg = Disaggregation(config.num_replicas, config.decode_router)
@@ -152,7 +154,8 @@ class Cluster(ClusterReadout):
             raise ValueError(f"cannot run back in time: t_s={t_s} < now_s={self.now_s}")
         reps = self.replicas
         ledger = self.ledger
-        sched = self._schedule_event
+        sched = self.events.schedule  # (bound per call: a stored bound method of a compiled object
+        # would survive copy.deepcopy pointing at the original's queue)
         claim = self.events.claim_first
         check = self.check
         guard = self.external and not decide and self._fallback_router is None
@@ -174,7 +177,13 @@ class Cluster(ClusterReadout):
                     if end is None:
                         break
                     if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
-                        end = advance_spec(rep, self._ahead_limit(t_s))
+                        end = advance_spec(rep, self._ahead_limit(t_s), None if until_done else ledger,
+                                           self.events)
+                        if end is None:
+                            break
+                    elif rep.state == ITER and rep.it_chunks:  # chunked prefill, several iterations
+                        end = advance_chunks(rep, self._ahead_limit(t_s), None if until_done else ledger,
+                                             self.events)
                         if end is None:
                             break
                     v = rep.version = rep.version + 1  # (_push_step, inline)
@@ -309,7 +318,7 @@ class Cluster(ClusterReadout):
 
     def _push_step(self, rep: Replica, end: float) -> None:
         rep.version += 1
-        self._schedule_event(end, EV_STEP, rep.id, rep.version)
+        self.events.schedule(end, EV_STEP, rep.id, rep.version)
 
     # ------------------------------------------------------------------ disaggregation
     def _start_transfer(self, r: Request, src: Replica) -> None:

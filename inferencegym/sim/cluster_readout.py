@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .events import EV_STEP
+from .interpreted import mypyc_attr
 from .metrics import WindowStats
 from .outputs import ReplicaFeatures, results_table, write_parquet
 from .replica import RUN
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .request import Request
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class ClusterReadout:
     """Methods of ``Cluster`` that read its state out (see the module docstring)."""
 
@@ -37,7 +39,7 @@ class ClusterReadout:
     cache_view: Any
     check: bool
     _features: ReplicaFeatures
-    _pending_decision: Any
+    _pending_decision: Request | None
 
     # ------------------------------------------------------------------ state and metrics
     def sync(self) -> None:

@@ -23,6 +23,8 @@ import math
 from bisect import insort
 from collections.abc import Iterator
 
+from .interpreted import mypyc_attr
+
 EV_STEP, EV_TRANSFER, EV_ARRIVAL = 0, 1, 2
 """Event kinds (the priority at equal times): a replica's end of planned work, a KV transfer's
 arrival, a request's arrival."""
@@ -31,6 +33,7 @@ _push = heapq.heappush
 _pop = heapq.heappop
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class EventQueue:
     """Events in time order; ``schedule`` / ``pop`` / ``peek`` / ``until`` / ``len``."""
 

@@ -22,6 +22,7 @@ The hot path uses plain Python floats and memoises per token count and per decod
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from inferencegym.sim.calibration_error import calibration_error_for
 from inferencegym.sim.execution_kernels import KernelCosts
@@ -157,7 +158,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
                    pipeline_parallel=pipeline_parallel)
 
     def _replace(self, **kw) -> ExecutionModel:
-        args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
+        args: dict[str, Any] = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
                     quantization=self.quantization, kernel=self.kernel, engine=self.engine,
                     draft=self.draft, engine_overhead=self.engine_overhead,
                     gpu_memory_utilization=self.gpu_memory_utilization,
@@ -216,7 +217,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         """KV bytes per token on one GPU (with pipeline stages: its stage's layers; sliding-window
         layers hold their window only and are not counted, ``sim/sliding_window.py``)."""
         self._setup_pipeline()
-        self._coeff_cache: dict[tuple[int, int], tuple[float, float]] = {}
+        self._coeff_cache: dict[tuple[int, int], tuple] = {}  # (a_s, b_s) (plain tuple: one object)
         self._prefill1_cache: dict[tuple[int, int], float] = {}
         """``iteration_time_s`` of one prompt chunk without decodes, per (chunk tokens, context): a
         pure function of the model (as the decode coefficients), ~90 % hits on a replayed trace."""
@@ -231,7 +232,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
             check_memory=False))
 
     # ------------------------------------------------------------------ public API
-    def decode_coeffs(self, decode_batch: int, speculation_depth: int = 0) -> tuple[float, float]:
+    def decode_coeffs(self, decode_batch: int, speculation_depth: int = 0) -> tuple:
         """``(a_s, b_s)`` with pure-decode iteration time ``a_s + b_s * S_total`` exactly.
 
         ``S_total`` is the sum of the contexts of the ``decode_batch`` sequences. Memoised per
@@ -282,9 +283,9 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
 
     def iteration_time_s(
         self,
-        prefill_chunks: Sequence[tuple[int, int]] = (),
+        prefill_chunks: Sequence[tuple] = (),  # (int pairs; numpy integers too, never memoised)
         decode_batch: int = 0,
-        decode_context_tokens: int = 0,
+        decode_context_tokens: float = 0,
         speculation_depth: int = 0,
     ) -> float:
         """Time of one iteration of a mixed batch.
@@ -299,7 +300,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
             a, b = self.decode_coeffs(decode_batch, speculation_depth)
             return a + b * decode_context_tokens
         if not decode_batch and len(prefill_chunks) == 1:  # one prompt alone (no decodes: the
-            key = prefill_chunks[0]  # speculation depth plays no part): memoised per (chunk, context)
+            key: Any = prefill_chunks[0]  # speculation depth plays no part): memoised per (chunk, context)
             if type(key) is tuple and len(key) == 2 and type(key[0]) is int and type(key[1]) is int:
                 t = self._prefill1_cache.get(key)
                 if t is None:
@@ -307,7 +308,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
                 return t
         return self._iteration_time_s(prefill_chunks, decode_batch, decode_context_tokens, speculation_depth)
 
-    def _iteration_time_s(self, prefill_chunks, decode_batch: int, decode_context_tokens: int,
+    def _iteration_time_s(self, prefill_chunks, decode_batch: int, decode_context_tokens: float,
                           speculation_depth: int) -> float:
         n_pf = 0
         for n, _c in prefill_chunks:

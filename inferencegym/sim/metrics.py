@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from .tbt_small import one_value_figures, small_percentiles
+from .interpreted import mypyc_attr
 
 NAN = math.nan
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class TBTRecorder:
     """Weighted arithmetic-sequence samples of time between tokens."""
 
@@ -80,6 +82,7 @@ class TBTRecorder:
         return ov[0] if ov is not None else weighted_arith_percentiles(*self.arrays(), qs)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class ReplicaWindow:
     """A replica's counters over the current metrics window; ``reset()`` starts a new window.
 
@@ -195,8 +198,8 @@ def weighted_arith_percentiles(d0: np.ndarray, step: np.ndarray, n: np.ndarray, 
         cw = np.cumsum(ws[order])
         tot = cw[-1]
         idx = np.searchsorted(cw, tot * np.asarray(qs, dtype=np.float64) / 100.0, side="left")
-        last = vals.size - 1
-        return [float(vals[i if i < last else last]) for i in idx.tolist()]
+        top = vals.size - 1
+        return [float(vals[i if i < top else top]) for i in idx.tolist()]
     last = d0 + step * (n - 1)
     total = float((n * w).sum())
     lo0 = float(d0.min())
@@ -270,6 +273,7 @@ def pdict(values: list[float]) -> dict[str, float]:
     return {"p50": values[0], "p90": values[1], "p99": values[2]}
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 @dataclass(frozen=True, kw_only=True)
 class TenantWindowStats:
     """Aggregates of one tenant over a window."""
@@ -293,6 +297,7 @@ class TenantWindowStats:
         return dataclasses.asdict(self)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 @dataclass(frozen=True, kw_only=True)
 class WindowStats:
     """Cluster aggregates over ``[start_s, end_s)``; every field has a unit in its name or is a count."""

@@ -35,6 +35,7 @@ from .recent import RecentValues
 from .replica_admission import ReplicaAdmission
 from .replica_advance import IDLE, ITER, PAUSE, RUN
 from .sliding_window import window_blocks
+from .interpreted import mypyc_attr
 
 if TYPE_CHECKING:
     from .config import ReplicaConfig
@@ -48,6 +49,7 @@ def _reject_unowned(r: "Request", why: str) -> None:
     r.rejected_reason = why
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class Replica(ReplicaAdmission):
     """One engine instance (``tensor_parallel`` GPUs). Created and driven by ``Cluster``."""
 

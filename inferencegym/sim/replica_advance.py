@@ -11,9 +11,11 @@ fulfils, checked by ``tests/sim/test_sim_events.py``); nothing else crosses the 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .spec_step import apply_spec
+from .interpreted import mypyc_attr
 
 _sqrt = math.sqrt
 
@@ -37,6 +39,7 @@ def _set_completed(r: "Request", frontend_s: float) -> None:
     r.completion_s = r.last_token_s + frontend_s
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class ReplicaAdvance:
     """Methods of ``Replica`` that apply finished work (see the module docstring).
 
@@ -49,7 +52,7 @@ class ReplicaAdvance:
     state: int
     rng: Any
     kv: KVCache
-    running: list
+    running: list[Request]
     win: ReplicaWindow
     inbound: int
     # the planned work (``Replica.plan`` writes, this class applies)
@@ -60,8 +63,8 @@ class ReplicaAdvance:
     seg_S0: int
     seg_a: float
     seg_b: float
-    seg_decodes: list
-    it_chunks: list
+    seg_decodes: list[Request]
+    it_chunks: list[tuple[Request, int]]
     # knobs in force and per-replica statistics
     spec_k: int
     quality: float
@@ -88,7 +91,7 @@ class ReplicaAdvance:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ applying work
-    def on_step_end(self, now: float) -> tuple[list, list]:
+    def on_step_end(self, now: float) -> tuple[Sequence, Sequence]:
         """Apply the finished work; returns (completed requests, requests to hand off): sequences,
         empty ones shared (the caller reads them, never changes them)."""
         self.now = now

@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .interpreted import mypyc_attr
+
 NAN = math.nan
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 @dataclass(slots=True, eq=False)
 class Request:
     """One LLM request.
@@ -29,10 +32,11 @@ class Request:
     """Index of the tenant in ``ClusterConfig.tenants`` (0 when there is one tenant)."""
     priority: int = 0
     """0 = best effort, 1 = priority (jumps queues when priority scheduling is on)."""
-    block_hashes: tuple[int, ...] = ()
+    block_hashes: tuple = ()
     """Prefix-cache identity of the prompt: one chained hash per *full* simulator KV block of the
     prompt (block i's hash identifies tokens 0 .. (i+1)*block_size - 1, as vLLM's block hashes do).
-    Empty: no shared prefixes (nothing can be reused). Built by the workload layer for the
+    Any hashable values (ints from the workload layer; tests use tuples too). Empty: no shared
+    prefixes (nothing can be reused). Built by the workload layer for the
     simulator's block size (see ``inferencegym.workload``)."""
 
     # --- filled by the simulator -------------------------------------------------------------

@@ -28,9 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .interpreted import mypyc_attr
+
 __all__ = ["ACCEPTANCE", "AcceptanceFigure", "acceptance_alpha", "alpha_from_length"]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 @dataclass(frozen=True, kw_only=True)
 class AcceptanceFigure:
     """One published acceptance figure."""

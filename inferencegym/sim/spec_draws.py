@@ -30,7 +30,7 @@ DELTA_U = 1e-9
 
 _INF = math.inf
 _log = math.log
-_TABLES: dict[tuple[float, int], tuple] = {}
+_TABLES: dict[tuple[float, int], tuple | None] = {}
 """(lg, kmax) -> :func:`draw_table` (a pure function's memo: one entry per tenant alpha and depth)."""
 
 
@@ -104,11 +104,11 @@ def table_draw(u: float, table: tuple) -> int:
     return formula_draw(u, lg, kmax) if i & 1 else (i >> 1) + 1
 
 
-_TENANT_DRAWS: dict[tuple, tuple[list, tuple]] = {}
+_TENANT_DRAWS: dict[tuple, tuple] = {}
 """(alphas, default, kmax) -> :func:`tenant_draws` (a pure function's memo)."""
 
 
-def tenant_draws(tenant_alpha: list, default_alpha: float, kmax: int) -> tuple[list, tuple]:
+def tenant_draws(tenant_alpha: list, default_alpha: float, kmax: int) -> tuple:
     """Per tenant (and for a tenant beyond the list: the default) what a draw needs, as
     ``(fixed, a1, b1, a2, b2, a3, table)``: ``fixed`` the accepted count when alpha is 0 (1) or 1
     (``kmax``) and no uniform is drawn, else 0 and the :func:`draw_table` (the formula's
@@ -124,7 +124,7 @@ def tenant_draws(tenant_alpha: list, default_alpha: float, kmax: int) -> tuple[l
             tb = (-_INF, _INF, _INF, _INF, _INF, (-_INF, _INF), lg, kmax)
         return (0, *tb[:5], tb)
     key = (tuple(tenant_alpha), default_alpha, kmax)
-    got = _TENANT_DRAWS.get(key)
+    got: tuple | None = _TENANT_DRAWS.get(key)  # (a plain tuple type: the memo's own object)
     if got is None:
         got = _TENANT_DRAWS[key] = ([one(default_alpha if x is None else x) for x in tenant_alpha],
                                     one(default_alpha))

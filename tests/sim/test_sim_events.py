@@ -112,6 +112,7 @@ def test_cluster_window_reset_goes_through_the_replica():
     assert cl.run_stats().output_tokens == 0  # the new window starts empty
 
 
+@pytest.mark.python_internals  # reads class __annotations__ (none on a compiled class)
 def test_replica_fulfils_the_declared_state_contract_of_its_bases():
     """``ReplicaAdvance`` and ``ReplicaAdmission`` declare the state they share with ``Replica``;
     a replica has all of it, and provides the methods they leave to it."""
@@ -133,6 +134,7 @@ def test_replica_fulfils_the_declared_state_contract_of_its_bases():
     assert type(rep).enqueue is not ReplicaAdmission.enqueue
 
 
+@pytest.mark.python_internals  # reads class __annotations__ (none on a compiled class)
 def test_cluster_fulfils_the_declared_state_contract_of_its_readout_base():
     """``ClusterReadout`` declares the state it reads from ``Cluster``; a cluster has all of it."""
     from inferencegym.sim.cluster_readout import ClusterReadout

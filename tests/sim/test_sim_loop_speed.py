@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from inferencegym.sim import Cluster, ClusterConfig, ExecutionModel, ReplicaConfig, Request, TenantSpec
 from inferencegym.sim.events import EV_ARRIVAL, EV_STEP, EV_TRANSFER, EventQueue
@@ -61,6 +62,7 @@ def test_the_inline_steps_keep_the_invariants():
     assert cl.n_completed == 600
 
 
+@pytest.mark.python_internals  # numpy integers: the compiled core takes Python ints only
 def test_a_memoised_one_prompt_iteration_equals_the_computed_one():
     m = ExecutionModel.from_preset(model="llama-2-7b", gpu="a100-80gb")
     rng = random.Random(5)

@@ -176,6 +176,7 @@ def test_last_block_is_always_computed():
     assert cl.requests[1].cached_tokens == prompt - bs
 
 
+@pytest.mark.python_internals
 def test_preempted_request_reuses_its_cache_but_counts_its_hit_once(monkeypatch):
     reuse = []
     admit = KVCache.admit
