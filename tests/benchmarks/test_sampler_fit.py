@@ -58,3 +58,10 @@ def test_a_sweep_without_the_path_is_a_clear_error(sf, tmp_path):
         sf.load_rows(p)
     fits = np.array([sf.predict_s({"fixed_s": 1.0, "s_per_logit": 2.0}, 3, 4)])
     assert fits[0] == pytest.approx(25.0)
+
+
+def test_the_greedy_counterfactual_prices_the_measured_greedy_slope(sf, bench_module):
+    # benchmarks/gpt_oss_bursts.py prices GPUStack's greedy requests with the greedy rows' slope
+    greedy = sf.fit_relative(sf.load_rows(kind="greedy"))
+    assert bench_module("gpt_oss_bursts").GREEDY_SAMPLER_S_PER_LOGIT == pytest.approx(greedy["s_per_logit"], rel=5e-3)
+    assert greedy["s_per_logit"] < VLLM_V1_SAMPLER_S_PER_LOGIT / 20  # an argmax, no sort
