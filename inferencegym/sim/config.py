@@ -106,8 +106,9 @@ class ReplicaConfig:
     layers split into consecutive stages, each step cut into micro-batches (``sim/pipeline.py``)."""
     cpu_kv_gb: float = 0.0
     """Host memory per replica for the CPU tier of the prefix cache, GB (0: no CPU tier)."""
-    cpu_kv_link_gb_s: float = 25.0
-    """Host-to-GPU bandwidth per GPU for CPU-tier offloads and reloads, GB/s (PCIe 4.0 x16)."""
+    cpu_kv_link_gb_s: float | None = None
+    """Host-to-GPU bandwidth per GPU for CPU-tier offloads and reloads, GB/s (None: the GPU preset's
+    ``host_link_gb_s``: 25 on PCIe Gen4 x16, 54.6 measured on an H100's Gen5 x16)."""
     cpu_kv_connector: str = "offload"
     """How the CPU tier stores and reloads (``sim/cpu_kv.py``): offload (vLLM's native CPU offloading:
     asynchronous stores on eviction, 16-token blocks) or lmcache (LMCache's connector: synchronous store
@@ -164,7 +165,8 @@ class ReplicaConfig:
         _check(self.kv_cache_dtype in ("auto", "fp8"),
                f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
         _check(self.cpu_kv_gb >= 0, f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")
-        _check(self.cpu_kv_link_gb_s > 0, f"cpu_kv_link_gb_s must be > 0, got {self.cpu_kv_link_gb_s}")
+        _check(self.cpu_kv_link_gb_s is None or self.cpu_kv_link_gb_s > 0,
+               f"cpu_kv_link_gb_s must be > 0 GB/s or None (the GPU's host link), got {self.cpu_kv_link_gb_s}")
         _check(self.cpu_kv_connector in ("offload", "lmcache"),
                f"cpu_kv_connector must be 'offload' or 'lmcache', got {self.cpu_kv_connector!r}")
         _check(self.quantization in QUANTIZATION_TIERS,

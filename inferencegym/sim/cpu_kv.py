@@ -6,7 +6,8 @@ lost. The host tier is an LRU set of block hashes with a capacity in blocks
 (``ReplicaConfig.cpu_kv_gb`` over the bytes of one block of the whole replica). When a request is
 admitted, the blocks of its prompt that follow the GPU hit and are found here (a consecutive run)
 are **reloaded** over PCIe instead of recomputed when that is cheaper: each GPU loads its own
-shard over its own host link in parallel, ``latency + blocks x block bytes per GPU / link``; the
+shard over its own host link in parallel, ``latency + blocks x (copies a block x copy cost + block
+bytes per GPU / link)``; the
 reload time is added to the iteration that carries the request's first prefill chunk (the forward
 pass waits for its KV, as LMCache's synchronous retrieval does). Reloaded blocks take new GPU blocks
 and are named by hash at once (they stay in the host tier too, moved to its most-recent end).
@@ -14,7 +15,10 @@ and are named by hash at once (they stay in the host tier too, moved to its most
 Two connectors (``ReplicaConfig.cpu_kv_connector``):
 
 * ``offload`` (vLLM's native CPU offloading): offloads are asynchronous copies that never delay an
-  iteration; hits and reloads count 16-token blocks; a reload runs at the link rate.
+  iteration; hits and reloads count 16-token blocks; a reload moves each block of each layer's KV
+  tensor with its own ``cudaMemcpyAsync`` (``swap_blocks``, called per KV tensor by
+  ``vllm/v1/kv_offload/worker/cpu_gpu.py``), so it pays :data:`OFFLOAD_COPY_S` per block and layer on
+  the GPU beside the bytes at the link rate (measured: 64 KiB copies reach 17.5 GB/s of a 54.6 GB/s link).
 * ``lmcache`` (LMCache's ``LMCacheConnectorV1`` with its local CPU backend, as vLLM 0.10-0.14 run
   it): the KV of every prefilled prompt chunk is **stored** to host memory synchronously, the step
   waits for it (``wait_for_save`` at the end of the forward, LMCache's recipe logs it as the request's
@@ -36,6 +40,13 @@ from collections import OrderedDict
 
 RELOAD_LATENCY_S = 2.0e-5
 """Fixed cost of one host-to-GPU reload (a DMA launch and its synchronisation), seconds."""
+OFFLOAD_COPY_S = 2.54e-6
+"""GPU time of one host-to-GPU ``cudaMemcpyAsync`` beyond its bytes at the link rate, s: N scattered
+4 KiB-2 MiB blocks copied one call each from pinned memory take ``N x (2.54 us + bytes / 54.6 GB/s)``
+within 1.6 % on every size (lent H100, PCIe Gen5 x16; device-to-host 2.14 us;
+``benchmarks/gpu_host_link.cu``, ``benchmarks/results/gpu_h100_2026-11-26/host_link.json``, fitted by
+``benchmarks/host_link_fit.py``; a lent H200 on another host: 2.76 us, +9 %). Paid per block and layer by
+the ``offload`` connector's reloads."""
 LMCACHE_CHUNK_TOKENS = 256
 """LMCache's ``chunk_size`` default (the unit it hashes, stores and retrieves; GPUStack's LMCache run set
 256 explicitly, LMCache's recipes: "Default: 256")."""
@@ -59,14 +70,16 @@ class CPUKVTier:
     """LRU host-memory tier of block hashes (see the module docstring)."""
 
     __slots__ = ("capacity_blocks", "blocks", "events", "block_bytes_per_gpu", "link_bytes_per_s",
-                 "offloaded", "reloaded_blocks", "chunk_blocks", "store_bytes_per_s", "call_s", "stored_tokens")
+                 "offloaded", "reloaded_blocks", "chunk_blocks", "store_bytes_per_s", "call_s", "stored_tokens",
+                 "block_copy_s")
 
     def __init__(self, *, capacity_blocks: int, block_bytes_per_gpu: float, link_gb_s: float,
                  chunk_blocks: int = 1, retrieve_gb_s: float | None = None, store_gb_s: float = 0.0,
-                 call_s: float = RELOAD_LATENCY_S) -> None:
+                 call_s: float = RELOAD_LATENCY_S, block_copy_s: float = 0.0) -> None:
         """``chunk_blocks``: blocks per hit unit (1: any block run; LMCache: a chunk);
         ``retrieve_gb_s`` / ``store_gb_s``: the connector's rates (capped by the link; store 0: the
-        offload is asynchronous and free); ``call_s``: fixed cost per reload or store."""
+        offload is asynchronous and free); ``call_s``: fixed cost per reload or store;
+        ``block_copy_s``: per-copy GPU time of a reloaded block (all its copies: one per layer)."""
         if capacity_blocks < 0:
             raise ValueError(f"CPU tier capacity must be >= 0 blocks, got {capacity_blocks}")
         if not link_gb_s > 0:
@@ -89,22 +102,31 @@ class CPUKVTier:
             self.link_bytes_per_s = min(self.link_bytes_per_s, float(retrieve_gb_s) * 1e9)
         self.store_bytes_per_s = min(float(link_gb_s), float(store_gb_s)) * 1e9
         self.call_s = float(call_s)
+        if block_copy_s < 0:
+            raise ValueError(f"block_copy_s must be >= 0 s, got {block_copy_s}")
+        self.block_copy_s = float(block_copy_s)
         self.stored_tokens = 0
         """Prompt tokens stored synchronously so far (``lmcache``)."""
 
     @classmethod
-    def for_model(cls, model, *, cpu_kv_gb: float, block_size: int, link_gb_s: float,
+    def for_model(cls, model, *, cpu_kv_gb: float, block_size: int, link_gb_s: float | None = None,
                   connector: str = "offload") -> CPUKVTier:
         """The tier of one replica running ``model`` (an ``ExecutionModel``) with ``cpu_kv_gb`` GB
         of host memory: every GPU's shard of a block is held (MLA's latent once per rank);
+        ``link_gb_s``: the host link (None: the GPU preset's ``host_link_gb_s``);
         ``connector``: ``offload`` or ``lmcache`` (module docstring)."""
         shards = 1 if getattr(model.model, "is_mla", False) else model.tensor_parallel
         host_block = block_size * model.kv_bytes_per_token * shards
+        if link_gb_s is None:
+            link_gb_s = model.gpu.host_link_gb_s
         kw = {}
-        if connector == "lmcache":
+        if connector == "offload":
+            layers_per_gpu = -(-model.model.num_layers // max(1, getattr(model, "pipeline_parallel", 1)))
+            kw = dict(block_copy_s=layers_per_gpu * OFFLOAD_COPY_S)
+        elif connector == "lmcache":
             kw = dict(chunk_blocks=max(1, LMCACHE_CHUNK_TOKENS // block_size), retrieve_gb_s=LMCACHE_RETRIEVE_GB_S,
                       store_gb_s=LMCACHE_STORE_GB_S, call_s=LMCACHE_CALL_S)
-        elif connector != "offload":
+        else:
             raise ValueError(f"unknown cpu_kv_connector {connector!r}; valid: offload, lmcache")
         return cls(capacity_blocks=int(cpu_kv_gb * 1e9 // host_block),
                    block_bytes_per_gpu=block_size * model.kv_bytes_per_token, link_gb_s=link_gb_s, **kw)
@@ -162,7 +184,7 @@ class CPUKVTier:
         """Host-to-GPU time of ``n_blocks`` blocks (each GPU its shard, in parallel)."""
         if n_blocks <= 0:
             return 0.0
-        return self.call_s + n_blocks * self.block_bytes_per_gpu / self.link_bytes_per_s
+        return self.call_s + n_blocks * (self.block_copy_s + self.block_bytes_per_gpu / self.link_bytes_per_s)
 
     def store_time_s(self, tokens: int, block_size: int) -> float:
         """Synchronous store of ``tokens`` newly prefilled prompt tokens (``lmcache``; 0 for an

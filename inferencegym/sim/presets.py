@@ -55,6 +55,10 @@ class GPUPreset:
     0 leaves that bound out."""
     sm_clock_ghz: float = 0.0
     """SM boost clock, GHz (datasheet; 0: unknown)."""
+    host_link_gb_s: float = 25.0
+    """Host-to-GPU bandwidth per direction, GB/s, that one large copy from pinned host memory reaches
+    (the PCIe link: ~25 on Gen4 x16, ~55 on Gen5 x16); the CPU tier of the KV cache moves blocks over it
+    (``cpu_kv.py``; ``ReplicaConfig.cpu_kv_link_gb_s`` overrides it)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -230,6 +234,15 @@ class QuantizationTier:
         return asdict(self)
 
 
+H100_HOST_LINK_GB_S = 54.6
+"""Host-to-GPU bandwidth of an H100 SXM's PCIe Gen5 x16 link, GB/s: one cudaMemcpyAsync of 16 MiB-1 GiB from
+pinned memory, measured on a lent H100 80GB HBM3 (link Gen5 x16; median of the four sizes 54.4-54.9 GB/s;
+device-to-host 55.0; `benchmarks/gpu_host_link.cu`, `benchmarks/results/gpu_h100_2026-11-26/host_link.json`,
+fitted by `benchmarks/host_link_fit.py`)."""
+H200_HOST_LINK_GB_S = 52.2
+"""The same figure measured on a lent H200 (PCIe Gen5 x16, another host; device-to-host 55.1;
+`benchmarks/results/gpu_h200_2026-11-26/host_link.json`)."""
+
 _GPUS: dict[str, GPUPreset] = {
     # NVIDIA A100 SXM4 80GB datasheet: 312 TF FP16 dense, 624 TOPS INT8 dense, 2,039 GB/s HBM2e,
     # NVLink 3 600 GB/s total (300 GB/s per direction); DGX A100: 200 Gb/s HDR IB per GPU; 108 SMs at
@@ -251,7 +264,7 @@ _GPUS: dict[str, GPUPreset] = {
         cuda_core_tflops=66.9, mem_gbytes_per_s=3350.0,
         memory_gbytes=80.0, memory_bytes=85_017_493_504, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=2.99, network_profile="h100",
-        calibrated=True, sm_count=132, sm_clock_ghz=1.98),
+        calibrated=True, sm_count=132, sm_clock_ghz=1.98, host_link_gb_s=H100_HOST_LINK_GB_S),
     # NVIDIA H200 SXM 141GB datasheet: the H100 SXM's GH100 compute (989 TF FP16 dense, 1,979 TOPS
     # INT8 dense) with 141 GB of HBM3e at 4.8 TB/s; NVLink 4 (900 GB/s total), same NVSwitch network
     # as DGX H100. The device reports ~140 GiB (torch total_memory 139.7 GiB on the profiled H200).
@@ -261,7 +274,7 @@ _GPUS: dict[str, GPUPreset] = {
         cuda_core_tflops=66.9, mem_gbytes_per_s=4800.0,
         memory_gbytes=141.0, memory_bytes=140 * GIB, intra_node_gbytes_per_s=450.0,
         inter_node_gbytes_per_s=50.0, gpu_hour_usd=4.00, network_profile="h100",
-        calibrated=True, sm_count=132, sm_clock_ghz=1.98),
+        calibrated=True, sm_count=132, sm_clock_ghz=1.98, host_link_gb_s=H200_HOST_LINK_GB_S),
     # NVIDIA A10 datasheet (the A10G of AWS g5 is the same GA102 part; 72 SMs, 1,695 MHz): 125 TF FP16 dense,
     # 250 TOPS INT8 dense, 600 GB/s GDDR6, 24 GB, PCIe Gen4 x16 (~32 GB/s per direction).
     "a10g-24gb": GPUPreset(

@@ -14,10 +14,13 @@ from inferencegym.sim.cpu_kv import (
     LMCACHE_CHUNK_TOKENS,
     LMCACHE_RETRIEVE_GB_S,
     LMCACHE_STORE_GB_S,
+    OFFLOAD_COPY_S,
+    RELOAD_LATENCY_S,
     ROUTER_CPU_WEIGHT,
     CPUKVTier,
 )
 from inferencegym.sim.execution import ExecutionModel
+from inferencegym.sim.presets import get_gpu
 
 
 def _group_requests(n=300, groups=40, prefix_blocks=100, seed=0):
@@ -74,6 +77,28 @@ def test_capacity_follows_host_memory_and_kv_bytes():
     # Llama-3-70B: 320 KiB of KV per token over 4 GPUs; a 16-token block is 5 MiB of host memory
     assert tier.capacity_blocks == int(100e9 // (16 * 320 * 1024))
     assert abs(tier.block_bytes_per_gpu - 16 * m.kv_bytes_per_token) < 1e-9
+
+
+def test_offload_reload_pays_one_copy_per_block_and_layer_over_the_gpus_host_link():
+    """vLLM's offload connector copies each block of each layer's KV tensor with its own
+    cudaMemcpyAsync: a reload of n blocks costs the call + n x (layers x copy cost + bytes / link),
+    over the GPU preset's measured host link unless the config names one."""
+    m = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb")
+    tier = CPUKVTier.for_model(m, cpu_kv_gb=10.0, block_size=16)
+    assert tier.link_bytes_per_s == get_gpu("h100-80gb").host_link_gb_s * 1e9
+    assert get_gpu("h100-80gb").host_link_gb_s > 2 * get_gpu("a100-80gb").host_link_gb_s  # Gen5 vs Gen4 x16
+    per_block = 32 * OFFLOAD_COPY_S + 16 * m.kv_bytes_per_token / tier.link_bytes_per_s
+    assert abs(tier.reload_time_s(10) - (RELOAD_LATENCY_S + 10 * per_block)) < 1e-12
+    # 64 KiB per layer and block: the copies cost more than the bytes (17-18 GB/s effective, measured 17.5)
+    eff = 16 * m.kv_bytes_per_token / per_block / 1e9
+    assert 15.0 < eff < 20.0
+    pinned = CPUKVTier.for_model(m, cpu_kv_gb=10.0, block_size=16, link_gb_s=25.0)
+    assert pinned.link_bytes_per_s == 25e9
+    # pipeline stages reload their own layers in parallel: half the copies per GPU
+    pp = ExecutionModel.from_preset(model="llama-3-8b", gpu="h100-80gb", pipeline_parallel=2)
+    assert abs(CPUKVTier.for_model(pp, cpu_kv_gb=10.0, block_size=16).block_copy_s - 16 * OFFLOAD_COPY_S) < 1e-15
+    # LMCache moves chunks with its own kernel at its logged rates: no per-copy term
+    assert CPUKVTier.for_model(m, cpu_kv_gb=10.0, block_size=16, connector="lmcache").block_copy_s == 0.0
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
