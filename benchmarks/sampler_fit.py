@@ -12,6 +12,7 @@ three-term form (``+ c x vocabulary``, an intercept that grows with the vocabula
 
     python benchmarks/sampler_fit.py                      # the fits and per-row errors (markdown)
     python benchmarks/sampler_fit.py --json out.json      # ... also as JSON
+    python benchmarks/sampler_fit.py --sweep benchmarks/results/gpu_h200_2026-11-26/sampler_sweep.json
     python benchmarks/sampler_fit.py --write-engine       # refit vllm-v1 (calibration.fit) and write
                                                           # its engine entry into calibration.json
 
@@ -33,6 +34,8 @@ import numpy as np
 
 SWEEP = Path(__file__).resolve().parent / "results" / "gpu_h100_2026-11-26" / "sampler_sweep.json"
 """The lead's H100 sweep (NVIDIA H100 80GB HBM3, torch 2.11 + CUDA 13, 2026-11-26)."""
+SWEEP_H200 = SWEEP.parents[1] / "gpu_h200_2026-11-26" / "sampler_sweep.json"
+"""The same sweep on a lent H200 (NVIDIA H200, same software, 2026-11-26): ``--sweep`` it."""
 CALIBRATION = Path(__file__).resolve().parents[1] / "inferencegym" / "data" / "calibration.json"
 
 

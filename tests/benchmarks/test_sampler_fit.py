@@ -65,3 +65,14 @@ def test_the_greedy_counterfactual_prices_the_measured_greedy_slope(sf, bench_mo
     greedy = sf.fit_relative(sf.load_rows(kind="greedy"))
     assert bench_module("gpt_oss_bursts").GREEDY_SAMPLER_S_PER_LOGIT == pytest.approx(greedy["s_per_logit"], rel=5e-3)
     assert greedy["s_per_logit"] < VLLM_V1_SAMPLER_S_PER_LOGIT / 20  # an argmax, no sort
+
+
+def test_the_h200_slope_is_the_h200_sweeps_fit(sf):
+    from inferencegym.sim.calibration.engines import VLLM_V1_SAMPLER_S_PER_LOGIT_GPU
+
+    h200 = sf.fit_relative(sf.load_rows(sf.SWEEP_H200))
+    assert dict(VLLM_V1_SAMPLER_S_PER_LOGIT_GPU)["h200-141gb"] == pytest.approx(h200["s_per_logit"], rel=5e-3)
+    assert h200["fixed_s"] == pytest.approx(VLLM_V1_GPU_FIXED_S, rel=0.02)  # one fixed part for both
+    fit = {"fixed_s": VLLM_V1_GPU_FIXED_S, "s_per_logit": dict(VLLM_V1_SAMPLER_S_PER_LOGIT_GPU)["h200-141gb"]}
+    big = [e["error"] for e in sf.errors(fit, sf.load_rows(sf.SWEEP_H200)) if e["batch"] >= 256]
+    assert max(abs(x) for x in big) < 0.08
