@@ -115,9 +115,10 @@ def test_replayed_lengths_match_the_result_files(bench):
 
 CURVE_SEEDS = (0, 1, 2, 3)
 """Seeds averaged per load point: one seed's median TTFT of DigitalOcean's Poisson sweep moves by
-~1 ms between seeds (seeds 0-5 at 3 req/s: 67.6-69.3 ms), as much as the step from 2 to 3 req/s
-(~1.2 ms of the 4-seed means); a single seed tied or inverted it before and after the sampler refit
-(seed 4 before: 66.64 / 66.72; seed 0 after: 68.05 / 67.64; docs/bench/fidelity.md, seventh session)."""
+~1 ms between seeds (seeds 0-5 at 3 req/s: 67.4-70.0 ms), as much as the step from 2 to 3 req/s
+(~1.1 ms of the 4-seed means); single seeds tie it before and after the sampler refit (seed 4
+before: 66.64 / 66.72; seed 1 after: 67.31 / 67.48) and an intermediate refit inverted seed 0
+(68.05 / 67.64; docs/bench/fidelity.md, seventh session)."""
 
 
 def test_simulated_curves_grow_with_load_like_the_published_ones(bench):
