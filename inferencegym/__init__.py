@@ -16,6 +16,10 @@ import importlib.abc
 import importlib.util
 import sys
 
+from inferencegym import accel as _accel
+
+_accel.install()  # the compiled simulator core when built and current (inferencegym/accel), else nothing
+
 __version__ = "0.1.0"
 
 ENV_ID = "InferenceGym/LLMServe-v0"

@@ -21,7 +21,7 @@ watermark, preemption and priority live in one place (``replica.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from .request import Request
@@ -33,7 +33,7 @@ Plan = tuple[list[tuple["Request", int]], bool]
 class VLLMScheduler:
     """Prefill-first iteration-level batching (Orca/vLLM)."""
 
-    name = "vllm"
+    name: ClassVar[str] = "vllm"
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         steps = rep.cfg.num_scheduler_steps
@@ -48,6 +48,7 @@ class VLLMScheduler:
             return [], True
         chunks: list = []
         budget = rep.cfg.max_tokens_per_iter
+        r: Request | None
         if rep.partials_possible:
             for r in rep.running:  # prompts left half-done by a switch from chunked prefill
                 rem = r.prefill_target - r.prefilled_tokens
@@ -83,11 +84,12 @@ class SarathiScheduler:
     with ``max_num_batched_tokens``; a request in flight is skipped): up to ``P x chunk_size`` tokens
     an iteration, one prompt's chunk at most ``chunk_size`` (it sits in one micro-batch)."""
 
-    name = "sarathi"
+    name: ClassVar[str] = "sarathi"
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         rep.reserve_decode()
         n_dec = 0
+        r: Request | None
         for r in rep.running:
             if r.prefilled_tokens >= r.prefill_target:
                 n_dec += 1
@@ -122,7 +124,7 @@ class SarathiScheduler:
 class StaticScheduler:
     """Request-level batching: a new batch only when the replica is empty (FasterTransformer)."""
 
-    name = "static"
+    name: ClassVar[str] = "static"
 
     def plan(self, rep: "BatchingReplicaView") -> Plan:
         if rep.running:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .cache_view import PublishedView
+from .chunk_ahead import advance_chunks
 from .cluster_readout import ClusterReadout
 from .config import ClusterConfig
 from .disaggregation import Disaggregation
@@ -51,7 +52,7 @@ class Cluster(ClusterReadout):
     ``max_run_iterations=1`` disables the closed-form multi-iteration decode runs (reference path).
     """
 
-    FEATURE_NAMES = FEATURE_NAMES
+    FEATURE_NAMES: ClassVar[tuple[str, ...]] = FEATURE_NAMES
 
     def __init__(self, config: ClusterConfig, rng: np.random.Generator | None = None, *,
                  execution_model=None, check_invariants: bool = False,
@@ -95,7 +96,7 @@ class Cluster(ClusterReadout):
         self.now_s = 0.0
         self.requests: list[Request] = []
         self._pending_decision: Request | None = None
-        self._fallback_router = None
+        self._fallback_router: Any = None  # a router object (make_router)
         self.check = check_invariants
         self._features = ReplicaFeatures()
         self.disagg = Disaggregation(config.num_replicas, config.decode_router)
@@ -174,7 +175,13 @@ class Cluster(ClusterReadout):
                     if end is None:
                         break
                     if rep.state == ITER and rep.spec_k:  # several speculative iterations, one event
-                        end = advance_spec(rep, self._ahead_limit(t_s))
+                        end = advance_spec(rep, self._ahead_limit(t_s), None if until_done else ledger,
+                                           self.events)
+                        if end is None:
+                            break
+                    elif rep.state == ITER and rep.it_chunks:  # chunked prefill, several iterations
+                        end = advance_chunks(rep, self._ahead_limit(t_s), None if until_done else ledger,
+                                             self.events)
                         if end is None:
                             break
                     v = rep.version = rep.version + 1  # (_push_step, inline)

@@ -22,6 +22,7 @@ The hot path uses plain Python floats and memoises per token count and per decod
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from inferencegym.sim.calibration_error import calibration_error_for
 from inferencegym.sim.execution_kernels import KernelCosts
@@ -157,7 +158,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
                    pipeline_parallel=pipeline_parallel)
 
     def _replace(self, **kw) -> ExecutionModel:
-        args = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
+        args: dict[str, Any] = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
                     quantization=self.quantization, kernel=self.kernel, engine=self.engine,
                     draft=self.draft, engine_overhead=self.engine_overhead,
                     gpu_memory_utilization=self.gpu_memory_utilization,

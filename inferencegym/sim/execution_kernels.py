@@ -29,6 +29,7 @@ floats and memoises per token count.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import ClassVar
 
 from inferencegym.sim.execution_params import EngineParams, KernelParams
 from inferencegym.sim.execution_rates import ACT_BYTES, dense_gemm_rates, dense_tier, expert_gemm_rates
@@ -154,7 +155,7 @@ class KernelCosts:
         self._lm_cache: dict[int, float] = {}
 
     # ------------------------------------------------------------------ components
-    _GEMM_NAMES = _GEMM_NAMES
+    _GEMM_NAMES: ClassVar[tuple[str, ...]] = _GEMM_NAMES
 
     def layer_op_times_s(self, n_tokens):
         """Per-layer time of each token-count-dependent op at ``n_tokens`` batched tokens.

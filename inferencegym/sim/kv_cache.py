@@ -37,13 +37,17 @@ each block. ``tests/sim/test_kv_runs.py`` checks every observable against the pe
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from itertools import chain, repeat
 from typing import TYPE_CHECKING
+
+from .interpreted import interpreted
 
 if TYPE_CHECKING:
     from .request import Request
 
 
+@interpreted  # a RuntimeError subclass: a Python class when compiled (see interpreted.py)
 class KVCacheError(RuntimeError):
     """An allocation or free that would break the cache's invariants (a simulator bug)."""
 
@@ -115,7 +119,7 @@ class KVCache:
         self.events: list | None = None
         """KV events (vLLM's BlockStored / BlockRemoved) since the last read, ``(hash, stored)``;
         None (the default) records nothing. ``publish_events`` turns it on."""
-        self.spill = None
+        self.spill: Callable[[int], None] | None = None
         """Called with the hash of every evicted cached block (the CPU tier's ``offload``), or None."""
         self.window_blocks = 0
         """Blocks a running sequence holds for its model's sliding-window layers (0: none). vLLM's
@@ -237,14 +241,14 @@ class KVCache:
         hs = run.hs
         top = _Run(hs, run.lo, d, run.parent, run.ref)
         top.kids[hs[d]] = run
-        run.parent.kids[hs[run.lo]] = top
+        run.parent.kids[hs[run.lo]] = top  # type: ignore[union-attr]  # a cut run has a parent
         run.lo = d
         run.parent = top
         return top
 
-    def _path(self, hashes, depth: int) -> list:
+    def _path(self, hashes, depth: int) -> list[_Run]:
         """The runs holding ``hashes[:depth]``, root first, the last one split to end at ``depth``."""
-        path = []
+        path: list[_Run] = []
         run = self.root
         pos = 0
         while pos < depth:

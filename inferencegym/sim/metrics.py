@@ -195,8 +195,8 @@ def weighted_arith_percentiles(d0: np.ndarray, step: np.ndarray, n: np.ndarray, 
         cw = np.cumsum(ws[order])
         tot = cw[-1]
         idx = np.searchsorted(cw, tot * np.asarray(qs, dtype=np.float64) / 100.0, side="left")
-        last = vals.size - 1
-        return [float(vals[i if i < last else last]) for i in idx.tolist()]
+        top = vals.size - 1
+        return [float(vals[i if i < top else top]) for i in idx.tolist()]
     last = d0 + step * (n - 1)
     total = float((n * w).sum())
     lo0 = float(d0.min())

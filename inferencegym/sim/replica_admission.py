@@ -106,7 +106,7 @@ class ReplicaAdmission(ReplicaAdvance):
             self.waiting.popleft()
         self._kv_advance(self.now)
         if chit:  # reloaded from the CPU tier (read before the allocation below may spill to it)
-            self.reload_debt_s += self.cpu.reload(r.block_hashes, hit, chit)
+            self.reload_debt_s += self.cpu.reload(r.block_hashes, hit, chit)  # type: ignore[union-attr]
         if self.cpu is not None and self.cpu.store_bytes_per_s and not transfer:
             # LMCache stores the prompt KV this prefill computes (charged with its first chunk)
             self.reload_debt_s += self.cpu.store_time_s(r.prompt_tokens - (hit + chit) * kv.block_size,
@@ -174,7 +174,7 @@ class ReplicaAdmission(ReplicaAdvance):
         la = self.lookahead
         while True:
             short = 0
-            grow = None
+            grow: list[tuple[Request, int]] | None = None
             for r in self.running:
                 if r.prefilled_tokens >= r.prefill_target:
                     rem = r.output_tokens - r.generated_tokens  # never reserve past full length
@@ -192,7 +192,7 @@ class ReplicaAdmission(ReplicaAdvance):
             self.preempt(self.running[-1])
             self.preempted_in_plan = True
         self._kv_advance(self.now)
-        for r, nb in grow:
+        for r, nb in grow:  # type: ignore[union-attr]  # short > 0: grow is a list
             r.kv_blocks = nb
         kv.allocate(short)  # the blocks counted above, grown in place
         self._kv_peak()

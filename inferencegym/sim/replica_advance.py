@@ -11,6 +11,7 @@ fulfils, checked by ``tests/sim/test_sim_events.py``); nothing else crosses the 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .spec_step import apply_spec
@@ -49,7 +50,7 @@ class ReplicaAdvance:
     state: int
     rng: Any
     kv: KVCache
-    running: list
+    running: list[Request]
     win: ReplicaWindow
     inbound: int
     # the planned work (``Replica.plan`` writes, this class applies)
@@ -60,8 +61,8 @@ class ReplicaAdvance:
     seg_S0: int
     seg_a: float
     seg_b: float
-    seg_decodes: list
-    it_chunks: list
+    seg_decodes: list[Request]
+    it_chunks: list[tuple[Request, int]]
     # knobs in force and per-replica statistics
     spec_k: int
     quality: float
@@ -88,7 +89,7 @@ class ReplicaAdvance:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ applying work
-    def on_step_end(self, now: float) -> tuple[list, list]:
+    def on_step_end(self, now: float) -> tuple[Sequence, Sequence]:
         """Apply the finished work; returns (completed requests, requests to hand off): sequences,
         empty ones shared (the caller reads them, never changes them)."""
         self.now = now

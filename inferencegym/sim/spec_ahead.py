@@ -8,8 +8,10 @@ plan the next one at once, without the event queue, for as many iterations as th
 * the iteration ends by the run's limit and by the next arrival or KV transfer (which come after
   replica steps at an equal time); other replicas' steps do not touch this replica, except under
   disaggregation (a step may start a transfer here), where the limit is the next event of any kind;
-* the batch is pure decode (no prompt chunks), no config change is pending, and nothing queued
-  could be admitted at the iteration's end (otherwise the ordinary ``plan`` takes over there);
+* the batch is pure decode, or (chunked prefill, ``sarathi``) decodes plus prompt chunks none of
+  which completes its prompt (``spec_chunks.py``: the next chunks follow from the prompts'
+  progress), no config change is pending, and nothing queued could be admitted at the
+  iteration's end (otherwise the ordinary ``plan`` takes over there);
 * no sequence finishes in it (completion goes through the ordinary event) and the next
   iteration's KV blocks fit without preemption (otherwise the ordinary ``plan`` takes over).
 
@@ -31,35 +33,73 @@ import math
 from typing import TYPE_CHECKING
 
 from .replica_advance import ITER
+from .spec_chunks import apply_chunks, next_chunks, prefilling
 from .spec_draws import table_draw, tenant_draws
 
 if TYPE_CHECKING:
+    from .events import EventQueue
     from .replica import Replica
+    from .window_metrics import RunLedger
 
 _INF = math.inf
 
 
-def advance_spec(rep: "Replica", lim: float) -> float | None:
+def advance_spec(rep: "Replica", lim: float, ledger: "RunLedger | None" = None,
+                 events: "EventQueue | None" = None) -> float | None:
     """``rep`` has just planned a speculative iteration (``ITER``); apply it and the following ones
     while each ends by ``lim`` (no event that could touch the replica comes before; the cluster's
     ``_ahead_limit``) and nothing else could change the replica in between. Returns the end time of
-    the iteration left planned (the one the caller schedules; None when the replica went idle)."""
+    the iteration left planned (the one the caller schedules; None when the replica went idle).
+
+    With ``ledger`` (the cluster's, where completions are counted) and ``events`` (its queue), an
+    iteration in which a sequence finishes or a prompt chunk completes its prompt is applied here
+    too when it ends strictly before every queued event (the completions then reach the ledger in
+    the order the events would bring them): as the cluster's step event would (the same
+    bookkeeping, ``Replica._finish``, ``ledger.complete``), then the ordinary ``plan``, and the
+    stable iterations go on from there. Without them (a drain, which stops at the last completion)
+    such an iteration is left to the event."""
+    while True:
+        e, again = _advance(rep, lim, ledger, events)
+        if not again:
+            return e
+
+
+def first_event_time(events: "EventQueue | None") -> float:
+    """Time of the earliest queued event of any kind (inf when none or no queue is given)."""
+    ev = events.peek() if events is not None else None
+    return ev[0] if ev is not None else _INF
+
+
+def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
+             events: "EventQueue | None") -> tuple[float | None, bool]:
+    """One stretch of :func:`advance_spec` with the batch set up once: ``(end time, whether the
+    ordinary plan ran at an iteration boundary here and a new stretch may follow)``."""
     e = rep.seg_end
     if not e <= lim:
-        return e
-    if (rep.state != ITER or rep.it_chunks or rep.pending is not None or rep.max_run <= 1
+        return e, False
+    if (rep.state != ITER or rep.pending is not None or rep.max_run <= 1
             or rep.reload_debt_s or rep.api_pending or rep.block_end > rep.iterations):
-        return e  # (an API-server stall or a multi-step block: the ordinary plan decides)
+        return e, False  # (an API-server stall or a multi-step block: the ordinary plan decides)
     decodes = rep.seg_decodes
     running = rep.running
     B = len(decodes)
     k = rep.spec_k
-    if not B or B != len(running) or k <= 0:
-        return e
+    chunks = rep.it_chunks
+    cfg = rep.cfg
+    sched = cfg.scheduler
+    # chunked prefill (sarathi): the prompts still prefilling, in running order (``spec_chunks``)
+    pfl = prefilling(rep, B, chunks) if sched == "sarathi" else None
+    if pfl is None:
+        if chunks or not B or B != len(running) or k <= 0:
+            return e, False
+    elif k <= 0:
+        return e, False
     queued = bool(rep.waiting or rep.prio_waiting)
-    sched = rep.cfg.scheduler
     if queued and sched not in ("vllm", "sarathi", "static"):
-        return e
+        return e, False
+    csize = cfg.chunk_size
+    budget0 = csize * cfg.pipeline_parallel - B  # sarathi's token budget after the decodes
+    pc = rep.kv.prefix_caching
     kmax = k + 1
     # per sequence: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison
     # table (``spec_draws``: the count ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
@@ -67,8 +107,8 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
     nta = len(lat)
     pairs = [(r, *(lat[r.tenant] if r.tenant < nta else ldef)) for r in decodes]
     nd = 0
-    for p in pairs:
-        if not p[1]:
+    for pr in pairs:
+        if not pr[1]:
             nd += 1
     win = rep.win
     ttbt = win.ttbt
@@ -98,13 +138,25 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
         tbulk = [(tr.step, tr.n, [0.0] * c, [1] * c) for tr, c in zip(ttbt, tcnt) if c]
     buf = rep._ubuf
     ui = rep._ui
+    first = None  # the earliest queued event's time (read when an iteration is irregular)
     while e <= lim:
+        # a chunk whose request lost its blocks to a priority admission: the ordinary event applies
+        # it; one that completes its prompt (first token, a new decoding sequence): irregular
+        irregular = False
+        for r, c in chunks:
+            if not r.kv_blocks:
+                return e, False
+            if r.prefilled_tokens + c >= r.prefill_target:
+                if ledger is None or r.handoff:
+                    return e, False
+                irregular = True
         # the iteration's acceptance draws (peeked: consumed only if it is applied here)
         if ui + nd > len(buf):  # the next block of the same stream, appended in order
             buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
             rep._ui = ui = 0
         p = ui
         s = 0
+        over = 0
         for r, j, a1, b1, a2, b2, a3, tb in pairs:
             if not j:
                 u = buf[p]
@@ -117,10 +169,20 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
                     j = 3
                 else:
                     j = table_draw(u, tb)
-            if j >= r.output_tokens - r.generated_tokens:
-                return e  # a sequence finishes: the ordinary event applies this iteration
+            rem = r.output_tokens - r.generated_tokens
+            if j >= rem:  # the sequence finishes: its last ``rem`` tokens, ``j`` accepted
+                if ledger is None:
+                    return e, False  # the ordinary event applies this iteration
+                irregular = True
+                over += j - rem
+                j = rem
             js[s] = j
             s += 1
+        if irregular:
+            if first is None:
+                first = first_event_time(events)
+            if not e < first:
+                return e, False  # another event comes first (or at the same time): it decides
         ui = rep._ui = p
         # ReplicaAdvance._apply_iter / _apply_spec at e, then Replica.plan's reserve_decode
         rep.now = e
@@ -158,23 +220,45 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
                     grow = [(r, nb)]
                 else:
                     grow.append((r, nb))
-        rstep += zeros
-        rn += ones
-        if ttbt is not None:
-            for tst, tn, tz, to in tbulk:
-                tst += tz
-                tn += to
-        win.spec_proposed += prop
-        win.spec_accepted += toks - B
-        win.tokens_out += toks
-        win.quality_token_sum += quality * toks
+        if B:
+            rstep += zeros
+            rn += ones
+            if ttbt is not None:
+                for tst, tn, tz, to in tbulk:
+                    tst += tz
+                    tn += to
+            win.spec_proposed += prop
+            win.spec_accepted += toks + over - B
+            win.tokens_out += toks
+            win.quality_token_sum += quality * toks
+        if irregular:  # ReplicaAdvance._apply_iter's chunks and completions, the cluster's
+            if chunks:  # ledger, then the ordinary plan (as the step event would)
+                apply_chunks(rep, chunks, pc)
+            rep.it_chunks = []
+            done = [r for r in running if r.generated_tokens >= r.output_tokens]
+            if done:
+                rep._finish(done)
+                ledger.complete(done)
+            rep.state = 0
+            return rep.plan(e), True
+        left = 1
+        if pfl is not None:
+            # ReplicaAdvance._apply_iter's chunks (none completes its prompt: checked above), then
+            # SarathiScheduler.plan's chunks for the prompts still prefilling, in running order
+            if chunks:
+                apply_chunks(rep, chunks, pc)
+            chunks, pf, left = next_chunks(pfl, budget0, csize)
         free = kv.capacity_blocks - kv.used_blocks
-        if short > free or (queued and not _nothing_admits(rep, free - short if sched == "sarathi" else free)):
-            rep.state = 0  # preemption or an admission at this boundary: the ordinary plan decides
-            return rep.plan(e)
+        if short > free or (not B and not chunks) or (queued and left > 0
+                            and not nothing_admits(rep, free - short if sched == "sarathi" else free)):
+            # preemption or an admission at this boundary (or, never expected, an empty batch):
+            rep.state = 0  # the ordinary plan decides
+            if pfl is not None:
+                rep.it_chunks = []  # (applied above; _apply_iter leaves it so)
+            return rep.plan(e), True
         if short:
             rep._kv_advance(e)
-            for r, nb in grow:
+            for r, nb in grow:  # type: ignore[union-attr]  # short > 0: grow is a list
                 r.kv_blocks = nb
             kv.allocate(short)
             rep._kv_peak()
@@ -183,11 +267,15 @@ def advance_spec(rep: "Replica", lim: float) -> float | None:
         rep.blocked = False
         rep.cutoff = _INF
         rep.seg_t0 = t0 = e
-        e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
-    return e
+        if pfl is None:
+            e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
+        else:
+            rep.it_chunks = chunks
+            e = rep.seg_end = e + model.iteration_time_s(pf, B, S, k if B else 0)
+    return e, False
 
 
-def _nothing_admits(rep: "Replica", free: int) -> bool:
+def nothing_admits(rep: "Replica", free: int) -> bool:
     """Whether ``try_admit`` refuses (without side effects) every request that could be the
     queue head at this boundary, ``free`` blocks being free when it is asked. False when unsure."""
     running = rep.running

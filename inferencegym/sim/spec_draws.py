@@ -30,7 +30,7 @@ DELTA_U = 1e-9
 
 _INF = math.inf
 _log = math.log
-_TABLES: dict[tuple[float, int], tuple] = {}
+_TABLES: dict[tuple[float, int], tuple | None] = {}
 """(lg, kmax) -> :func:`draw_table` (a pure function's memo: one entry per tenant alpha and depth)."""
 
 

@@ -6,12 +6,15 @@ replica's other stepping code (``replica_advance.py``) in a module of its own fo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .spec_draws import table_draw, tenant_draws
 
+if TYPE_CHECKING:
+    from .request import Request
 
-def apply_spec(rep: Any, decodes: list, now: float) -> None:
+
+def apply_spec(rep: Any, decodes: list[Request], now: float) -> None:
     """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
     (each accepted with probability alpha until the first rejection) plus one target token:
     ``min(Geometric(1 - alpha), k + 1)`` tokens, drawn by inversion from uniforms that the

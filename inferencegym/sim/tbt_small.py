@@ -60,7 +60,7 @@ def small_percentiles(d0: list, step: list, n: list, w: list, qs: tuple[float, .
         tot_n += x
     if tot_n > MAX_VALUES:
         return None
-    pairs = []
+    pairs: list = []
     add = pairs.append
     for a, s, k, c in zip(d0, step, n, w):
         if a != a or s != s or c != c:

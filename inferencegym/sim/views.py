@@ -17,7 +17,7 @@ a policy must not touch; adding one is a deliberate widening of the contract.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -155,6 +155,16 @@ class BatchingReplicaView(Protocol):
     @property
     def partials_possible(self) -> bool:
         """Whether a running request may have an unfinished prefill (after a policy switch)."""
+        ...
+
+    @property
+    def waiting(self) -> Sized:
+        """The normal-priority queue (only its emptiness is read)."""
+        ...
+
+    @property
+    def prio_waiting(self) -> Sized:
+        """The high-priority queue (only its emptiness is read)."""
         ...
 
     def head(self) -> Request | None:

@@ -140,6 +140,7 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
     # a small window's figures in plain Python, a window of one-value records (speculative steps)
     # from its values and weights only (bit for bit numpy's, ``tbt_small.py``), else numpy
     d0s, steps, ns, ws = tbt.d0, tbt.step, tbt.n, tbt.w
+    tbt_mean: float | None
     tbt_p = small_percentiles(d0s, steps, ns, ws, (50, 90, 99))
     ov = None if tbt_p is not None else one_value_figures(d0s, steps, ns, ws, (50, 90, 99))
     if ov is not None:
@@ -171,7 +172,7 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             t_e2e = pct([r.completion_s - r.arrival_s for r in dd])
             ttb = TBTRecorder()
             for rep in replicas:
-                ttb.extend(rep.win.ttbt[ti])
+                ttb.extend(rep.win.ttbt[ti])  # type: ignore[index]  # a tenant mix: per-tenant recorders
             ttb_p = ttb.percentiles()
         tstats[ts.name] = TenantWindowStats(
             name=ts.name, completions=n_done,
