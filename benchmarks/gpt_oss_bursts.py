@@ -131,10 +131,12 @@ def decode_step_rows(batch: int = 1000, context: int = 330) -> None:
         print(_row(term, *(f"{1e3 * c[term]:.1f}" for c in cols)))
 
 
-GREEDY_SAMPLER_S_PER_LOGIT = 10 / 3.0e12
-"""A greedy sampler's GPU time per sequence and vocabulary entry: the BF16 logits read (2 B), their
-FP32 copy written (4 B) and read by the argmax (4 B), at ~3.0 TB/s of the H100's HBM (an estimate;
-vLLM V1's sampler returns the argmax for an all-greedy batch)."""
+GREEDY_SAMPLER_S_PER_LOGIT = 4.47e-12
+"""A greedy sampler's GPU time per sequence and vocabulary entry (vLLM V1's sampler returns the
+argmax for an all-greedy batch), measured on a lent H100: the slope of the sweep's 24 graph-replayed
+greedy rows (``benchmarks/sampler_fit.py``; 18.5 us + 4.47e-12 s a logit, rows within 6 % median,
+47 % at most at batch 1). Was 10 B a logit at 3.0 TB/s (3.33e-12, an estimate: the BF16 logits read,
+their FP32 copy written and read by the argmax)."""
 
 
 def greedy_rows() -> None:

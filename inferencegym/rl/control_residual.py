@@ -22,6 +22,10 @@ training profile only, in replicas) and outputs a correction ``delta`` in replic
 * **Cost-aware target**: the correction is fitted as the ``quantile`` of the teacher's target minus
   the rule's (pinball loss): a quantile above the median buys margin against a target one replica
   too low, which costs many times more SLO points than one replica's GPU-hours.
+* **Optional up-head** (``up_head``): a second net of the same shape fitted to a lower quantile
+  caps the *upward* corrections (``min(main, up)``; downward ones are the main net's): the knob
+  that trades the replicas added on days busier than the profile (GPU-hours) against SLO points
+  without touching the cuts on quiet days.
 
 The module is an ``RLModule`` (``ResidualAutoscalerModule``, export type ``residual_autoscaler``):
 its greedy action is the final target, so ``evaluate --policy pretrained:cluster_autoscaling`` and
@@ -52,7 +56,8 @@ class ResidualAutoscalerModule(TorchRLModule):
     of each feature's training range the gate tolerates beyond it), ``deadband`` (the correction
     applies only while the last four windows' load departs from the profile by more than this
     fraction: where the observed load confirms the rule's forecast, the rule acts). Buffers (saved with the
-    weights): input ``mean`` / ``std``, gate ``low`` / ``high``."""
+    weights): input ``mean`` / ``std``, gate ``low`` / ``high``. ``up_head`` (bool): a second net
+    (``net_up``) caps upward corrections (zero-initialised: no upward correction until fitted)."""
 
     @override(TorchRLModule)
     def setup(self) -> None:
@@ -63,18 +68,28 @@ class ResidualAutoscalerModule(TorchRLModule):
         self.max_down, self.max_up = int(c.get("max_down", 2)), int(c.get("max_up", 2))
         self.margin = float(c.get("margin", 0.05))
         self.deadband = float(c.get("deadband", 0.0))
-        layers: list[nn.Module] = []
-        for a, b in zip([n_in, *hidden[:-1]], hidden):
-            layers += [nn.Linear(a, b), nn.Tanh()]
-        self.net = nn.Sequential(*layers, nn.Linear(hidden[-1], 1))
-        nn.init.zeros_(self.net[-1].weight)
-        nn.init.zeros_(self.net[-1].bias)  # untrained: delta 0, the rule itself
+        self.net = self._mlp(n_in, hidden)  # untrained: delta 0, the rule itself
+        self.net_up = self._mlp(n_in, hidden) if bool(c.get("up_head", False)) else None
         for name, v in (("mean", 0.0), ("std", 1.0), ("low", -np.inf), ("high", np.inf)):
             self.register_buffer(name, torch.full((n_in,), float(v)))
 
-    def delta(self, x: torch.Tensor) -> torch.Tensor:
-        """The raw learned correction (replicas, before rounding, bounds and gate)."""
-        return self.net((x - self.mean) / self.std).squeeze(-1)
+    @staticmethod
+    def _mlp(n_in: int, hidden: list[int]) -> nn.Sequential:
+        layers: list[nn.Module] = []
+        for a, b in zip([n_in, *hidden[:-1]], hidden):
+            layers += [nn.Linear(a, b), nn.Tanh()]
+        net = nn.Sequential(*layers, nn.Linear(hidden[-1], 1))
+        nn.init.zeros_(net[-1].weight)
+        nn.init.zeros_(net[-1].bias)
+        return net
+
+    def delta(self, x: torch.Tensor, head: str = "main") -> torch.Tensor:
+        """The raw learned correction of ``head`` (``main`` or ``up``; replicas, before rounding,
+        bounds and gate)."""
+        net = self.net if head == "main" else self.net_up
+        if net is None:
+            raise ValueError(f"this module has no {head!r} head (model_config up_head is false)")
+        return net((x - self.mean) / self.std).squeeze(-1)
 
     def in_range(self, x: torch.Tensor) -> torch.Tensor:
         """True where every feature lies within the gate's widened training range."""
@@ -85,6 +100,9 @@ class ResidualAutoscalerModule(TorchRLModule):
     def target(self, x: torch.Tensor) -> torch.Tensor:
         base = x[..., BASE_INDEX].round()
         d = torch.round(self.delta(x)).clamp(-self.max_down, self.max_up)
+        if self.net_up is not None:
+            cap = torch.round(self.delta(x, "up")).clamp(0, self.max_up)
+            d = torch.where(d > 0, torch.minimum(d, cap), d)
         act = self.in_range(x) & ((x[..., LEVEL_INDEX] - 1.0).abs() > self.deadband)
         d = torch.where(act, d, torch.zeros_like(d))
         return (base + d).clamp(1, self.n_actions - 1)
@@ -176,26 +194,30 @@ def startup_s(task: Any) -> float:
 
 def fit_residual(module: ResidualAutoscalerModule, x: np.ndarray, y: np.ndarray, *, quantile: float,
                  epochs: int = 20, batch: int = 1024, lr: float = 3e-3, seed: int = 0,
-                 gate_pct: float = 0.05) -> list[float]:
-    """Fit the correction to the ``quantile`` of ``y - sched`` (pinball loss); set the input
-    normalisation and the gate's range (the ``gate_pct`` / ``100 - gate_pct`` percentiles). Returns
-    the loss per epoch."""
-    with torch.no_grad():
-        module.mean.copy_(torch.as_tensor(x.mean(0)))
-        module.std.copy_(torch.as_tensor(np.maximum(x.std(0), 1e-3)))
-        module.low.copy_(torch.as_tensor(np.percentile(x, gate_pct, axis=0)))
-        module.high.copy_(torch.as_tensor(np.percentile(x, 100 - gate_pct, axis=0)))
+                 gate_pct: float = 0.05, head: str = "main") -> list[float]:
+    """Fit ``head``'s correction (``main``, or ``up``: the cap on upward corrections) to the
+    ``quantile`` of ``y - sched`` (pinball loss); ``main`` also sets the input normalisation and the
+    gate's range (the ``gate_pct`` / ``100 - gate_pct`` percentiles). Returns the loss per epoch."""
+    net = module.net if head == "main" else module.net_up
+    if net is None:
+        raise ValueError(f"this module has no {head!r} head: build it with model_config up_head=True")
+    if head == "main":
+        with torch.no_grad():
+            module.mean.copy_(torch.as_tensor(x.mean(0)))
+            module.std.copy_(torch.as_tensor(np.maximum(x.std(0), 1e-3)))
+            module.low.copy_(torch.as_tensor(np.percentile(x, gate_pct, axis=0)))
+            module.high.copy_(torch.as_tensor(np.percentile(x, 100 - gate_pct, axis=0)))
     xt = torch.as_tensor(x, dtype=torch.float32)
     rt = torch.as_tensor(y - x[:, BASE_INDEX], dtype=torch.float32)
     g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(module.net.parameters(), lr=lr)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
     losses = []
     for _ in range(epochs):
         perm = torch.randperm(len(xt), generator=g)
         tot = 0.0
         for i in range(0, len(xt), batch):
             idx = perm[i:i + batch]
-            err = rt[idx] - module.delta(xt[idx])
+            err = rt[idx] - module.delta(xt[idx], head)
             loss = torch.maximum(quantile * err, (quantile - 1) * err).mean()
             opt.zero_grad()
             loss.backward()

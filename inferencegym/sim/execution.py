@@ -189,7 +189,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         on = self.engine_overhead
         self._gpu_ovh = (e.gpu_fixed_s + self._layers * e.gpu_per_layer_s) if on else 0.0
         """GPU time per iteration outside the profiled kernels (engine profile; never hidden)."""
-        self._gpu_seq = e.sampler_s_per_logit * self.model.vocab_size / self._dp if on else 0.0
+        self._gpu_seq = e.sampler_s_per_logit_on(self.gpu.name) * self.model.vocab_size / self._dp if on else 0.0
         """... and per sampled sequence (the sampler over the vocabulary; data-parallel attention
         ranks each sample their own sequences, side by side, as they do their per-sequence work)."""
         self._graph_max = int(e.cudagraph_max_tokens) if self.engine_overhead else 0

@@ -129,6 +129,10 @@ class EngineParams:
     scatter, softmax and ``probs / Exp(1)`` argmax over the vocabulary; every sequence of the
     iteration is sampled, every tensor-parallel rank samples the gathered logits). Its part that
     does not grow with the batch is in ``gpu_fixed_s``. GPU work: never hidden."""
+    sampler_s_per_logit_gpu: tuple[tuple[str, float], ...] = ()
+    """``(gpu_name, seconds)`` pairs overriding ``sampler_s_per_logit`` on those GPUs (the sampler's
+    sort and scans are timed per GPU: an H200 runs them in 0.85x an H100's time); GPUs not listed use
+    ``sampler_s_per_logit``."""
     gpu_per_layer_s: float = 0.0
     """Per layer and iteration: GPU time between a layer's dependent kernels when the whole step runs
     as one CUDA graph (each kernel waits for the previous one to drain and the next to be scheduled),
@@ -213,6 +217,8 @@ class EngineParams:
         d = dict(d)
         if "allreduce_latency_tp_s" in d:  # JSON lists -> hashable pairs
             d["allreduce_latency_tp_s"] = tuple((int(t), float(v)) for t, v in d["allreduce_latency_tp_s"])
+        if "sampler_s_per_logit_gpu" in d:
+            d["sampler_s_per_logit_gpu"] = tuple((str(g), float(v)) for g, v in d["sampler_s_per_logit_gpu"])
         return cls(**d)
 
     def to_dict(self) -> dict:
@@ -221,6 +227,10 @@ class EngineParams:
     def engine_allreduce_latency_s(self, tp: int) -> float | None:
         """The engine's all-reduce latency at ``tp`` GPUs (None: the GPU's NCCL profile only)."""
         return dict(self.allreduce_latency_tp_s).get(int(tp), self.allreduce_latency_s)
+
+    def sampler_s_per_logit_on(self, gpu_name: str) -> float:
+        """The sampler's seconds per sequence and vocabulary entry on ``gpu_name``."""
+        return dict(self.sampler_s_per_logit_gpu).get(gpu_name, self.sampler_s_per_logit)
 
     def synchronous(self) -> EngineParams:
         """The same engine scheduling synchronously (``async_scheduling=False``)."""
@@ -275,7 +285,7 @@ def engine_params(profile: str) -> EngineParams:
         v1 = EngineParams.from_dict({**cal["vllm-v1"], **cal.get("vllm-v0", {})})
         return dataclasses.replace(v1, async_scheduling=False, frontend_s=0.0, cudagraph_max_tokens=256,
                                    gpu_fixed_s=0.0, gpu_per_layer_s=0.0, allreduce_latency_tp_s=(),
-                                   sampler_s_per_logit=0.0,
+                                   sampler_s_per_logit=0.0, sampler_s_per_logit_gpu=(),
                                    api_server_per_request_s=_V0_API_SERVER_PER_REQUEST_S,
                                    spec_batch_expansion=True, spec_chunked_prefill=False,
                                    ngram_per_seq_s=_V0_NGRAM_OPS * _eager_op_s(),

@@ -12,8 +12,12 @@ plan the next one at once, without the event queue, for as many iterations as th
   which completes its prompt (``spec_chunks.py``: the next chunks follow from the prompts'
   progress), no config change is pending, and nothing queued could be admitted at the
   iteration's end (otherwise the ordinary ``plan`` takes over there);
-* no sequence finishes in it (completion goes through the ordinary event) and the next
-  iteration's KV blocks fit without preemption (otherwise the ordinary ``plan`` takes over).
+* no sequence finishes in it and the next iteration's KV blocks fit without preemption
+  (otherwise the ordinary ``plan`` takes over, and the fast path goes on after it). An iteration
+  in which a sequence finishes or a prompt completes is applied by the step event's own code
+  (:func:`irregular_step`: ``on_step_end``, the cluster's ledger, ``plan``) when it ends strictly
+  before every queued event, so completions reach the ledger in the order the events would bring
+  them; in a drain, or when a completed prompt goes to a decode replica, it is left to the event.
 
 Every effect of :meth:`ReplicaAdvance._apply_iter` / ``_apply_spec`` and of ``Replica.plan`` for this
 case is reproduced bit for bit in one tight loop (no event, no scheduler pass, no call per
@@ -21,7 +25,8 @@ sequence): the same uniforms in the same order (the replica's block stream, exte
 reordering), the same accepted counts, the same TBT records in the same order, the same sums in
 the same order, the same KV allocations and occupancy integral at each iteration boundary, the
 same iteration times from ``model.iteration_time_s``. (A numpy version over blocks of iterations
-was slower: between two arrivals or completions there are only a few iterations.) With requests queued, an iteration boundary where the queue head could
+was slower: between two arrivals or completions there are only a few iterations; measured again in
+docs/bench/env_speed7.md.) With requests queued, an iteration boundary where the queue head could
 be admitted (or a priority request could preempt) hands over to the full ``plan``.
 ``tests/sim/test_sim_spec_ahead.py`` checks results against the one-event-per-iteration path
 (``Cluster(max_run_iterations=1)``), which never takes this path.

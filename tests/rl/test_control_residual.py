@@ -122,3 +122,28 @@ def test_an_exported_residual_module_evaluates_and_acts_as_in_process(tmp_path):
     a = run_episode(t, "scheduled", day=1, seed=2, autoscaler=ctl)
     b = run_episode(t, "scheduled", day=1, seed=2, autoscaler=LearnedAutoscaler(Greedy(m), features="residual"))
     assert a["score"] == pytest.approx(b["score"], abs=1e-12)
+
+
+def test_the_up_head_caps_upward_corrections_and_leaves_downward_ones(tmp_path):
+    from inferencegym.rl.policy_loader import export_module
+
+    x = np.abs(np.random.default_rng(2).normal(1.0, 0.5, size=(300, len(RESIDUAL_NAMES)))).astype(np.float32)
+    x[:, BASE_INDEX] = 5.0
+    up = np.arange(len(x)) % 2 == 0  # the teacher wants +1 here, -2 elsewhere; feature 4 tells them apart
+    x[:, 4] = np.where(up, 2.0, 0.5)
+    y = np.where(up, 6.0, 3.0).astype(np.float32)
+    m = module(margin=0.0, up_head=True)
+    fit_residual(m, x, y, quantile=0.5, epochs=300)
+    t0 = m.target(torch.as_tensor(x)).detach().numpy()  # up head untrained (zero): no upward correction
+    inside = m.in_range(torch.as_tensor(x)).numpy()
+    assert np.all(t0[inside & ~up] == 3.0) and np.all(t0[inside & up] <= 5.0)
+    fit_residual(m, x, y, quantile=0.5, epochs=300, head="up")
+    t1 = m.target(torch.as_tensor(x)).detach().numpy()
+    assert np.mean(t1[inside & up] == 6.0) > 0.9 and np.all(t1[inside & ~up] == 3.0)
+    with pytest.raises(ValueError, match="no 'up' head"):
+        fit_residual(module(), x, y, quantile=0.5, epochs=1, head="up")
+    export_module(m, tmp_path, module_type="residual_autoscaler", model_config=m.model_config,
+                  module_id="default_policy", task_id="cluster_autoscaling", kind="control",
+                  extra={"control": {"role": "autoscaler", "features": "residual"}})
+    ctl = load_control_policy(f"checkpoint:{tmp_path}", "cluster_autoscaling")
+    assert [ctl.policy.act(v) for v in x[:40]] == [Greedy(m).act(v) for v in x[:40]]

@@ -68,3 +68,21 @@ def test_vllm_v1_carries_the_measured_terms_and_v0_keeps_its_single_synchronous_
     for name in ("vllm-2023", "kernel-only"):
         e = engine_params(name)
         assert e.gpu_fixed_s == e.gpu_per_layer_s == e.sampler_s_per_logit == 0.0
+
+
+def test_the_sampler_slope_is_per_gpu_where_a_gpu_was_timed():
+    from inferencegym.sim.calibration.engines import VLLM_V1_SAMPLER_S_PER_LOGIT_GPU
+
+    e = engine_params("vllm-v1")
+    assert e.sampler_s_per_logit_gpu == VLLM_V1_SAMPLER_S_PER_LOGIT_GPU
+    h200 = dict(VLLM_V1_SAMPLER_S_PER_LOGIT_GPU)["h200-141gb"]
+    assert e.sampler_s_per_logit_on("h200-141gb") == h200 < e.sampler_s_per_logit  # measured 0.85x
+    assert e.sampler_s_per_logit_on("h100-80gb") == e.sampler_s_per_logit == e.sampler_s_per_logit_on("a100-80gb")
+    for gpu, slope in (("h100-80gb", e.sampler_s_per_logit), ("h200-141gb", h200)):
+        m = ExecutionModel.from_preset(model="llama-3-8b", gpu=gpu, engine_profile="vllm-v1")
+        z = m._replace(engine=dataclasses.replace(m.engine, sampler_s_per_logit=0.0, sampler_s_per_logit_gpu=()))
+        assert m.decode_coeffs(64)[0] - z.decode_coeffs(64)[0] == pytest.approx(slope * 128256 * 64)
+    d = e.to_dict()
+    d["sampler_s_per_logit_gpu"] = [list(p) for p in d["sampler_s_per_logit_gpu"]]  # as JSON stores it
+    assert EngineParams.from_dict(d) == e
+    assert engine_params("vllm-v0").sampler_s_per_logit_gpu == ()  # V0 prices no GPU sampler

@@ -125,3 +125,25 @@ def test_chunk_ahead_carries_long_prompts():
         ra.ReplicaAdvance._apply_iter = orig
     chunked = sum(-(-r.prompt_tokens // 256) for r in reqs if r.prompt_tokens > 256)
     assert chunked >= 20 and len(events) < 0.5 * chunked
+
+
+@pytest.mark.parametrize("depth", [0, 3])
+def test_disaggregated_chunks_are_bit_identical(depth):
+    """Prefill / decode disaggregation (prompts handed off with a KV transfer: their last chunk is
+    left to the step event), with and without speculation on the decode replicas."""
+    import inferencegym.sim.cluster as cl
+    cfg = ClusterConfig(replica=ReplicaConfig(scheduler="sarathi", kv_budget_fraction=0.3, chunk_size=256,
+                                              speculation_depth=depth),
+                        num_replicas=3, tenants=TENANTS, disaggregate=True, prefill_replicas=1)
+    reqs = poisson_requests(np.random.default_rng(9), rate=6.0, duration_s=4.0, prompt=(16, 3000), output=(1, 150),
+                            tenants=2, priority_tenant=1)
+    fast, fs = _run(cfg, reqs, 9, False, True)
+    orig = cl.advance_spec
+    cl.advance_spec = _leave_to_event  # the reference: every chunk and speculative iteration an event
+    try:
+        ref, rs = _run(cfg, reqs, 9, True, True)
+    finally:
+        cl.advance_spec = orig
+    assert results_equal(fast.results(), ref.results())
+    assert len(fs) == len(rs) and all(_same(a, b) for a, b in zip(fs, rs))
+    assert fast.n_completed == ref.n_completed > 0

@@ -113,12 +113,21 @@ def test_replayed_lengths_match_the_result_files(bench):
         bench.burst_lengths("h200-10")
 
 
-def test_simulated_curves_grow_with_load_like_the_published_ones(bench, recs):
+CURVE_SEEDS = (0, 1, 2, 3)
+"""Seeds averaged per load point: one seed's median TTFT of DigitalOcean's Poisson sweep moves by
+~1 ms between seeds (seeds 0-5 at 3 req/s: 67.4-70.0 ms), as much as the step from 2 to 3 req/s
+(~1.1 ms of the 4-seed means); single seeds tie it before and after the sampler refit (seed 4
+before: 66.64 / 66.72; seed 1 after: 67.31 / 67.48) and an intermediate refit inverted seed 0
+(68.05 / 67.64; docs/bench/fidelity.md, seventh session)."""
+
+
+def test_simulated_curves_grow_with_load_like_the_published_ones(bench):
     for key, curve in _curves(bench).items():
+        runs = [[bench.simulate(r, "vllm-v1", s) for s in CURVE_SEEDS] for r in curve]
         for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
             if getattr(curve[0], metric) is None:
                 continue
-            sim = [_rec(recs, r, "vllm-v1")[f"{metric}_sim"] for r in curve]
+            sim = [sum(x[metric] for x in point) / len(point) for point in runs]
             assert all(a < b for a, b in itertools.pairwise(sim)), (key, metric, sim)
 
 

@@ -44,15 +44,26 @@ execution"). The fit itself evaluates every row synchronously: the CI's fixed-ba
 from the offline ``LLM`` class at TP 1 (``UniProcExecutor``, on which vLLM reset async scheduling
 to off until it gained ``supports_async_scheduling``; vllm-project/tpu-inference#3456), so their
 per-step CPU cost is visible in them and is what ``fixed_s`` measures."""
-VLLM_V1_GPU_FIXED_S = 1.77e-4
+VLLM_V1_GPU_FIXED_S = 1.76e-4
 """Per-iteration GPU time outside the model kernels (``EngineParams.gpu_fixed_s``): the part of
 vLLM V1's PyTorch top-p sampler (temperature 0.6, top-p 0.9: the Llama-2/3 checkpoints' generation
 config, which vLLM applies to requests that set no sampling parameters) that does not grow with the
-batch, measured on a lent H100 (``benchmarks/decode_step_gpu.py``, graph-replayed: 0.220 ms at 12
-sequences, 0.405 ms at 64, over a 32,000-entry vocabulary; intercept of the two)."""
-VLLM_V1_SAMPLER_S_PER_LOGIT = 1.11e-10
+batch. Fitted with ``VLLM_V1_SAMPLER_S_PER_LOGIT`` (least squares on the relative error,
+``benchmarks/sampler_fit.py``) on the 24 graph-replayed top-p rows of a lent H100's sweep
+(``benchmarks/gpu_sampler_sweep.py``, ``benchmarks/results/gpu_h100_2026-11-26/sampler_sweep.json``:
+batch 1-1,024 x vocabularies 32,000 / 128,256 / 151,936 / 201,088): 176.0 us. Rows within
+-26 % .. +33 % (median 4 %); at >= 256 sequences within +1.8 % .. +6.5 % on every vocabulary; batch
+16 the worst below (-23 .. -26 % at >= 128k entries), batch 1 at 32,000 entries the worst above
+(+33 %, 45 us). Was 177 us from two points (12 and 64 sequences over 32,000 entries)."""
+VLLM_V1_SAMPLER_S_PER_LOGIT = 1.43e-10
 """GPU seconds per sequence and vocabulary entry of that sampler (``EngineParams.sampler_s_per_logit``;
-slope of the same two measurements: 3.56 us a sequence at 32,000 entries)."""
+the same fit's slope, 1.428e-10: 29.6 ms at 1,024 sequences over 201,088 entries, measured 28.4).
+Was 1.11e-10 from the two 32,000-entry points, 19 % short at every vocabulary from 256 sequences."""
+VLLM_V1_SAMPLER_S_PER_LOGIT_GPU: tuple[tuple[str, float], ...] = (("h200-141gb", 1.21e-10),)
+"""The same slope on GPUs timed separately (``EngineParams.sampler_s_per_logit_gpu``; others use the
+H100's): the H200 sweep (``benchmarks/results/gpu_h200_2026-11-26/sampler_sweep.json``, same script,
+24 top-p graph rows) fits 177.7 us + 1.211e-10 s (the fixed part within 1 % of the H100's, so shared):
+0.85x the H100's slope, rows >= 256 sequences within +1.8 .. +7.1 % (the H100 slope there: +19 .. +25 %)."""
 VLLM_V1_GPU_PER_LAYER_S = 1.3e-5
 """Per-layer GPU time of a CUDA-graphed decode step beyond the per-op kernel rows
 (``EngineParams.gpu_per_layer_s``), from the same H100 run (Llama-2-7B, 12 sequences, context 911,
@@ -111,13 +122,15 @@ def _v1(fixed: float, lat: float | None, asynchronous: bool = False,
         lat_tp: tuple[tuple[int, float], ...] = ()) -> EngineParams:
     """The ``vllm-v1`` engine with these fitted figures, scheduling synchronously (how the CI rows
     ran) or as today's vLLM serves (``asynchronous``: how the BLIS v0.15 runs ran); ``gpu``: its GPU
-    time outside the kernel profiles (per iteration, per layer, per sampled logit); ``lat_tp``: all-reduce
-    latencies of particular tensor-parallel degrees."""
+    time outside the kernel profiles (per iteration, per layer, per sampled logit; with a sampler, its
+    per-GPU slopes ``VLLM_V1_SAMPLER_S_PER_LOGIT_GPU``); ``lat_tp``: all-reduce latencies of particular
+    tensor-parallel degrees."""
     return EngineParams(fixed_s=fixed, per_layer_s=0.0, per_layer_tp_s=0.0, per_seq_s=VLLM_V1_PER_SEQ_S,
                         per_token_s=0.0, kernel_slowdown_per_token=0.0, allreduce_latency_s=lat,
                         allreduce_latency_tp_s=lat_tp, async_scheduling=asynchronous and VLLM_V1_ASYNC_SCHEDULING,
                         frontend_s=VLLM_V1_FRONTEND_S, cudagraph_max_tokens=VLLM_V1_CUDAGRAPH_MAX_TOKENS,
-                        gpu_fixed_s=gpu[0], gpu_per_layer_s=gpu[1], sampler_s_per_logit=gpu[2])
+                        gpu_fixed_s=gpu[0], gpu_per_layer_s=gpu[1], sampler_s_per_logit=gpu[2],
+                        sampler_s_per_logit_gpu=VLLM_V1_SAMPLER_S_PER_LOGIT_GPU if gpu[2] else ())
 
 
 def _fit_allreduce(make_model, fixed: float, rows, anchors, gpu) -> float:
