@@ -127,6 +127,7 @@ def test_chunk_ahead_carries_long_prompts():
     assert chunked >= 20 and len(events) < 0.5 * chunked
 
 
+@pytest.mark.python_internals  # patches the cluster module's advance_spec (the event-path reference)
 @pytest.mark.parametrize("depth", [0, 3])
 def test_disaggregated_chunks_are_bit_identical(depth):
     """Prefill / decode disaggregation (prompts handed off with a KV transfer: their last chunk is

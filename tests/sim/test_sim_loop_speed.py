@@ -46,6 +46,7 @@ def _requests(seed):
                     output_tokens=int(rng.integers(1, 300))) for i in range(len(t))]
 
 
+@pytest.mark.python_internals  # patches EventQueue.claim_first (the queued-path reference)
 def test_the_inline_steps_give_the_results_of_the_queued_path(monkeypatch):
     fast, ws_fast = _run(_requests(1))
     monkeypatch.setattr(EventQueue, "claim_first", lambda self, time: False)  # every step queued

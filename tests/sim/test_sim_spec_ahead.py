@@ -137,6 +137,7 @@ def test_spec_ahead_with_prompt_chunks_is_bit_identical(chunk, kv, prompt_max, p
     _assert_same(fast, fs, ref, rs)
 
 
+@pytest.mark.python_internals  # patches the cluster module's advance_spec
 def test_spec_ahead_carries_prompt_chunks():
     """The chunk iterations are taken by the fast path: a 20-chunk prompt beside decoding
     sequences costs a few events, not one per chunk."""
