@@ -9,8 +9,13 @@ export OMP_NUM_THREADS ?= 1
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: setup browser run test bench clean
-setup: $(STAMP)
+.PHONY: setup accel browser run test bench clean
+setup: $(STAMP) accel
+
+# The compiled simulator core (mypyc; docs/bench/accel.md): rebuilt only when a listed source changed;
+# without a C compiler it says so in one line and the pure-Python simulator runs (same results).
+accel: $(STAMP)
+	$(PY) -m inferencegym.accel build --if-stale
 
 # Headless Chromium (Debian package) for the web-page test. Installed when we are root (CI, these
 # machines); elsewhere install it yourself (`apt-get install chromium`) or the page test is skipped
