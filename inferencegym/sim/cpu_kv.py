@@ -121,7 +121,7 @@ class CPUKVTier:
             link_gb_s = model.gpu.host_link_gb_s
         kw = {}
         if connector == "offload":
-            layers_per_gpu = -(-model.model.num_layers // max(1, getattr(model, "pipeline_parallel", 1)))
+            layers_per_gpu = -(-model.model.num_layers // model.pipeline_parallel)  # a stage reloads its layers
             kw = dict(block_copy_s=layers_per_gpu * OFFLOAD_COPY_S)
         elif connector == "lmcache":
             kw = dict(chunk_blocks=max(1, LMCACHE_CHUNK_TOKENS // block_size), retrieve_gb_s=LMCACHE_RETRIEVE_GB_S,
