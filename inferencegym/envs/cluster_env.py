@@ -251,7 +251,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         return np.array([KNOB_BUCKETS[0][k] for k in self._knobs[:, 0]], np.float64)
 
     def _apply_knobs(self, i: int, k: np.ndarray) -> None:
-        if np.array_equal(self._knobs[i], k):
+        if self._knobs[i].tolist() == k.tolist():  # (np.array_equal of two int rows of 4)
             return
         batch_cap, kv, spec, chunk = (b[j] for b, j in zip(KNOB_BUCKETS, k))
         self.cluster.apply_replica_config(replica=i, batch_cap=batch_cap, kv_budget_fraction=kv,

@@ -138,8 +138,8 @@ class RouterFeatures:
     def outstanding_and_kv(self) -> tuple[np.ndarray, np.ndarray]:
         """(queued + running, KV occupancy) per replica (float32) from the last :meth:`replicas`
         call: ``last_sim[:, 0] + last_sim[:, 3]`` and ``last_sim[:, 4]``."""
-        f = self.last_sim
-        return f[:, 0] + f[:, 3], f[:, 4]
+        f = np.frombuffer(self._sim, dtype=np.float32)  # (last_sim, flat: the same values)
+        return f[0::_N_SIM] + f[3::_N_SIM], f[4::_N_SIM]
 
     def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
         """Per replica, in :data:`PREFIX_FEATURES` order: cached_share, cache_occupancy (both from

@@ -59,21 +59,43 @@ def router_rows(replicas: list, now: float, est: list[float], ema: list[float], 
     sim = array("f", feature_rows(replicas, now))
     sv: list[float] = sim.tolist()
     vals: list[float] = []
-    add = vals.append
     c = clip
+    m = -clip
     for i in range(len(replicas)):
+        # each value clipped as ``c if x > c else (m if x < m else x)`` (written out: compiled, a
+        # helper call or a loop over a tuple of the row would box every value)
         j = 7 * i
         q = sv[j]
         run = sv[j + 3]
         d = q - ema[i]
-        row = (q * s_queue, sv[j + 1] * s_ttft, sv[j + 2] * s_ttft, run * inv_batch[i], sv[j + 4],
-               sv[j + 5] * s_ttft, sv[j + 6] * s_tbt, d / ref_batch, (q + run) * inv_cap_slo[i], rel_speed[i],
-               1.0 if fits[i] else 0.0, est[i])
-        for x in row:
-            add(c if x > c else (-c if x < -c else x))
+        x = q * s_queue
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 1] * s_ttft
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 2] * s_ttft
+        vals.append(c if x > c else (m if x < m else x))
+        x = run * inv_batch[i]
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 4]
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 5] * s_ttft
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 6] * s_tbt
+        vals.append(c if x > c else (m if x < m else x))
+        x = d / ref_batch
+        vals.append(c if x > c else (m if x < m else x))
+        x = (q + run) * inv_cap_slo[i]
+        vals.append(c if x > c else (m if x < m else x))
+        x = rel_speed[i]
+        vals.append(c if x > c else (m if x < m else x))
+        x = 1.0 if fits[i] else 0.0
+        vals.append(c if x > c else (m if x < m else x))
+        x = est[i]
+        vals.append(c if x > c else (m if x < m else x))
         if prefix is not None:
-            for x in prefix[i]:
-                add(c if x > c else (-c if x < -c else x))
+            for y in prefix[i]:
+                x = y
+                vals.append(c if x > c else (m if x < m else x))
         ema[i] += ema_rate * d
     return vals, sim
 
