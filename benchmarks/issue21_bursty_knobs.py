@@ -17,6 +17,8 @@ Variant keys (``key=value,...``):
 - ``early_p`` + ``early_load``: switch on when P(on) > early_p and more than early_load requests are
   queued + running; ``gate_load`` (+ ``gate_p``): switch on only when more than gate_load are
   queued + running (or P(on) > gate_p);
+- ``leave_p`` (+ ``leave_load``): stay on while P(on) > leave_p (and more than leave_load requests
+  are queued + running); ``enter_p``: switch on only when P(on) > enter_p (hysteresis);
 - ``run_hold``: keep the on configuration while more than N requests run (besides the queue hold).
 Prints the mean grade, the paired difference (± the project's 95 % t half-width), seeds better / worse.
 """
@@ -83,6 +85,11 @@ class KnobVariant(PhaseRulePolicy):
         if "gate_load" in kw and name == "on" and not self._holding_prev and q + r <= kw["gate_load"] \
                 and p_on <= kw.get("gate_p", 1.0):
             name = "off"                     # wait for the load before switching on
+        if "leave_p" in kw and name == "off" and self._holding_prev and p_on > kw["leave_p"] \
+                and q + r > kw.get("leave_load", -1.0):
+            name = "on"                      # hysteresis: leave the burst's configuration later
+        if "enter_p" in kw and name == "on" and not self._holding_prev and p_on <= kw["enter_p"]:
+            name = "off"                     # hysteresis: enter it later
         self._holding_on = name == "on"
         self._holding_prev = name == "on"
         a = self.by_phase[name]
