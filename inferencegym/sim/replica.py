@@ -63,7 +63,7 @@ class Replica(ReplicaAdmission):
         self.tenant_alpha = tenant_alpha
         self.waiting: deque = deque()
         self.prio_waiting: deque = deque()
-        self.running: list = []
+        self.running = []  # (typed in ReplicaAdvance: list[Request])
         self.priority_on = False
         self.inbound = 0  # KV transfers heading here (disaggregation)
         self.state = IDLE
@@ -79,8 +79,8 @@ class Replica(ReplicaAdmission):
         self.seg_S0 = 0
         self.seg_a = 0.0
         self.seg_b = 0.0
-        self.seg_decodes: list = []
-        self.it_chunks: list = []
+        self.seg_decodes = []  # (list[Request], declared in ReplicaAdvance)
+        self.it_chunks = []  # (list[tuple[Request, int]])
         # metrics of the current window (``reset_window`` starts a new one)
         self.n_tenants = len(tenant_alpha)
         self.win = ReplicaWindow(self.n_tenants)
@@ -88,7 +88,7 @@ class Replica(ReplicaAdmission):
         self.recent_ttft = RecentValues(maxlen=recent_window)
         self.recent_iter = RecentValues(maxlen=recent_window)
         self.iterations = 0
-        self._ubuf: list = []  # block of uniforms for speculative acceptance draws
+        self._ubuf = []  # (list[float]) block of uniforms for speculative acceptance draws
         self._ui = 0
         self.max_run = 1 << 62
         # asynchronous scheduling (engine profile): requests placed after ``cutoff`` wait a step

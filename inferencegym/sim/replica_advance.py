@@ -75,7 +75,7 @@ class ReplicaAdvance:
     prompt_tokens_done: int
     recent_ttft: Any
     recent_iter: Any
-    _ubuf: list
+    _ubuf: list[float]
     _ui: int
     # the engine profile's step (issue 23): asynchronous scheduling and the API server
     async_sched: bool

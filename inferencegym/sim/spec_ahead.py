@@ -35,15 +35,16 @@ be admitted (or a priority request could preempt) hands over to the full ``plan`
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
-from .spec_draws import table_draw, tenant_draws
+from .spec_draws import Draw, table_draw, tenant_draws
 
 if TYPE_CHECKING:
     from .events import EventQueue
     from .replica import Replica
+    from .request import Request
     from .window_metrics import RunLedger
 
 _INF = math.inf
@@ -127,9 +128,12 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     kmax = k + 1
     # per sequence: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison
     # table (``spec_draws``: the count ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
-    lat, ldef = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    got = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    lat: list[Draw] = got[0]
+    ldef: Draw = got[1]
     nta = len(lat)
-    pairs = [(r, *(lat[r.tenant] if r.tenant < nta else ldef)) for r in decodes]
+    pairs: list[tuple[Request, int, float, float, float, float, float, Any]] = [
+        (rq, *(lat[rq.tenant] if rq.tenant < nta else ldef)) for rq in decodes]
     nd = 0
     for pr in pairs:
         if not pr[1]:
@@ -152,10 +156,14 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     prop = B * k
     js = [0] * B
     rec = win.tbt  # (a window reset cannot come inside this call: the recorders stay)
-    d0a, wa, rstep, rn = rec.d0.append, rec.w.append, rec.step, rec.n
+    wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
+    d0a: Callable[[float], None] = rec.d0.append
+    wa: Callable[[Any], None] = wl.append
+    rstep, rn = rec.step, rec.n
     zeros, ones = [0.0] * B, [1] * B  # every record here is one value: step 0.0, n 1, added in bulk
     if ttbt is not None:  # per sequence: its tenant's record appends; per tenant: records per iteration
-        tapp = [(ttbt[r.tenant].d0.append, ttbt[r.tenant].w.append) for r in decodes]
+        tapp: list[tuple[Callable[[float], None], Callable[[Any], None]]] = [
+            (ttbt[r.tenant].d0.append, ttbt[r.tenant].w.append) for r in decodes]
         tcnt = [0] * len(ttbt)
         for r in decodes:
             tcnt[r.tenant] += 1
@@ -181,7 +189,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             rep._ui = ui = 0
         p = ui
         s = 0
-        for r, j, a1, b1, a2, b2, a3, tb in pairs:
+        for rq, j, a1, b1, a2, b2, a3, tb in pairs:
             if not j:
                 u = buf[p]
                 p += 1
@@ -193,7 +201,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                     j = 3
                 else:
                     j = table_draw(u, tb)
-            if j >= r.output_tokens - r.generated_tokens:  # the sequence finishes
+            if j >= rq.output_tokens - rq.generated_tokens:  # the sequence finishes
                 if ledger is None:
                     return e, False  # the ordinary event applies this iteration
                 irregular = True

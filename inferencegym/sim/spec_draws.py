@@ -24,6 +24,11 @@ from __future__ import annotations
 import math
 import struct
 from bisect import bisect_right
+from typing import Any
+
+Draw = tuple[int, float, float, float, float, float, Any]
+"""One tenant's draw spec from :func:`tenant_draws`: ``(fixed, a1, b1, a2, b2, a3, table)`` (typed,
+so that the compiled loops read its fields unboxed)."""
 
 DELTA_U = 1e-9
 """Half-width of the zone around a threshold where the formula answers (see the module docstring)."""

@@ -6,15 +6,16 @@ replica's other stepping code (``replica_advance.py``) in a module of its own fo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .spec_draws import table_draw, tenant_draws
+from .spec_draws import Draw, table_draw, tenant_draws
 
 if TYPE_CHECKING:
+    from .replica_advance import ReplicaAdvance
     from .request import Request
 
 
-def apply_spec(rep: Any, decodes: list[Request], now: float) -> None:
+def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> None:
     """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
     (each accepted with probability alpha until the first rejection) plus one target token:
     ``min(Geometric(1 - alpha), k + 1)`` tokens, drawn by inversion from uniforms that the
@@ -26,15 +27,19 @@ def apply_spec(rep: Any, decodes: list[Request], now: float) -> None:
     kmax = k + 1
     # per tenant: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison table
     # (``spec_draws``: the same count as ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
-    lat, ldef = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    got = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    lat: list[Draw] = got[0]
+    ldef: Draw = got[1]
     nta = len(lat)
     win = rep.win
     rec = win.tbt
-    d0a, wa = rec.d0.append, rec.w.append  # (add_tbt's records, inline; step 0.0 and n 1 added in bulk)
+    wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
+    d0a: Callable[[float], None] = rec.d0.append  # (add_tbt's records, inline; step 0.0 and n 1 added in bulk)
+    wa: Callable[[Any], None] = wl.append
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
-        tda = [tr.d0.append for tr in ttbt]
-        twa = [tr.w.append for tr in ttbt]
+        tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
+        twa: list[Callable[[Any], None]] = [tr.w.append for tr in ttbt]
         tcount = [0] * len(ttbt)
     buf = rep._ubuf
     nbuf = len(buf)
