@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
+from .execution import ExecutionModel
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
 from .spec_draws import Draw, table_draw, tenant_draws
@@ -44,7 +45,6 @@ from .spec_draws import Draw, table_draw, tenant_draws
 if TYPE_CHECKING:
     from .events import EventQueue
     from .replica import Replica
-    from .request import Request
     from .window_metrics import RunLedger
 
 _INF = math.inf
@@ -132,12 +132,6 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     lat: list[Draw] = got[0]
     ldef: Draw = got[1]
     nta = len(lat)
-    pairs: list[tuple[Request, int, float, float, float, float, float, Any]] = [
-        (rq, *(lat[rq.tenant] if rq.tenant < nta else ldef)) for rq in decodes]
-    nd = 0
-    for pr in pairs:
-        if not pr[1]:
-            nd += 1
     win = rep.win
     ttbt = win.ttbt
     kv = rep.kv
@@ -149,17 +143,21 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     async_sched = rep.async_sched
     model = rep.model
     no_chunks: tuple = ()
+    # a pure-decode iteration of the plain model takes ``a + b * S`` (``iteration_time_s``'s own
+    # expression; (a, b) memoised per (B, k)): asked once per stretch, not per iteration
+    linear = pfl is None and type(model) is ExecutionModel and model._pp == 1
+    ca = cb = 0.0
+    have_ab = False
     t0 = rep.seg_t0
     S = B
     for r in decodes:
         S += r.kv_tokens
     prop = B * k
-    js = [0] * B
+    js = [0] * B  # per sequence: its accepted count (the record's weight)
+    pv = [0.0] * B  # per sequence: its gap per token (the record's value)
     rec = win.tbt  # (a window reset cannot come inside this call: the recorders stay)
     wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
-    d0a: Callable[[float], None] = rec.d0.append
-    wa: Callable[[Any], None] = wl.append
-    rstep, rn = rec.step, rec.n
+    d0l, rstep, rn = rec.d0, rec.step, rec.n  # (records added per iteration, in sequence order)
     zeros, ones = [0.0] * B, [1] * B  # every record here is one value: step 0.0, n 1, added in bulk
     if ttbt is not None:  # per sequence: its tenant's record appends; per tenant: records per iteration
         tapp: list[tuple[Callable[[float], None], Callable[[Any], None]]] = [
@@ -169,7 +167,12 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             tcnt[r.tenant] += 1
         tbulk = [(tr.step, tr.n, [0.0] * c, [1] * c) for tr, c in zip(ttbt, tcnt) if c]
     buf = rep._ubuf
+    nbuf = len(buf)
     ui = rep._ui
+    tcur = -1 << 40  # the tenant whose draw spec is loaded below (none yet)
+    j0 = 0
+    a1 = b1 = a2 = b2 = a3 = 0.0
+    tb: Any = None
     while e <= lim:
         # a chunk whose request lost its blocks to a priority admission: the ordinary event applies
         # it; one that completes its prompt (first token, a new decoding sequence): irregular
@@ -184,13 +187,20 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                 return e, False
             return irregular_step(rep, e, ledger, events)
         # the iteration's acceptance draws (peeked: consumed only if it is applied here)
-        if ui + nd > len(buf):  # the next block of the same stream, appended in order
-            buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
-            rep._ui = ui = 0
         p = ui
         s = 0
-        for rq, j, a1, b1, a2, b2, a3, tb in pairs:
+        for rq in decodes:
+            t = rq.tenant
+            if t != tcur:
+                tcur = t
+                j0, a1, b1, a2, b2, a3, tb = lat[t] if t < nta else ldef
+            j = j0
             if not j:
+                if p >= nbuf:  # the next block of the same stream, appended in order
+                    buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
+                    nbuf = len(buf)
+                    p -= ui
+                    rep._ui = ui = 0
                 u = buf[p]
                 p += 1
                 if u < a1:
@@ -225,8 +235,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             n = js[s]
             g = e - r.last_token_s
             per = g / n
-            d0a(per)
-            wa(n)  # (an int weight: the same float in ``TBTRecorder.arrays``)
+            pv[s] = per
             if ttbt is not None:
                 td, tw = tapp[s]
                 td(per)
@@ -248,6 +257,8 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                 else:
                     grow.append((r, nb))
         if B:
+            d0l += pv
+            wl += js  # (an int weight: the same float in ``TBTRecorder.arrays``)
             rstep += zeros
             rn += ones
             if ttbt is not None:
@@ -284,7 +295,12 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         rep.blocked = False
         rep.cutoff = _INF
         rep.seg_t0 = t0 = e
-        if pfl is None:
+        if linear:
+            if not have_ab:
+                ca, cb = model.decode_coeffs(B, k)
+                have_ab = True
+            e = rep.seg_end = e + (ca + cb * S)
+        elif pfl is None:
             e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
         else:
             rep.it_chunks = chunks
