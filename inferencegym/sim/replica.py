@@ -97,6 +97,8 @@ class Replica(ReplicaAdmission):
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
         self.block_end = 0  # multi-step scheduling: the decode block in progress ends at this iteration count
         self.api_pending = 0  # arrivals the in-process API server has not handled yet (engine profile)
+        self._itc_model = None  # (the model ``_itc`` was made for: ``ReplicaAdvance._iter_time``)
+        self._itc = None
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction, config.batch_cap),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
@@ -336,7 +338,7 @@ class Replica(ReplicaAdmission):
         B = len(decodes)
         S += B
         pf = [(c, r.prefilled_tokens) for r, c in chunks]
-        dur = self.model.iteration_time_s(pf, B, S, k if B else 0)
+        dur = self._iter_time(pf, B, S, k if B else 0)
         if self.reload_debt_s:  # CPU-tier reloads of this iteration's new requests
             dur += self.reload_debt_s
             self.reload_debt_s = 0.0

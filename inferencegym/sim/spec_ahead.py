@@ -304,7 +304,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
         else:
             rep.it_chunks = chunks
-            e = rep.seg_end = e + model.iteration_time_s(pf, B, S, k if B else 0)
+            e = rep.seg_end = e + rep._iter_time(pf, B, S, k if B else 0)
     return e, False
 
 
