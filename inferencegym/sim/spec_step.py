@@ -34,8 +34,10 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
     win = rep.win
     rec = win.tbt
     wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
-    d0a: Callable[[float], None] = rec.d0.append  # (add_tbt's records, inline; step 0.0 and n 1 added in bulk)
-    wa: Callable[[Any], None] = wl.append
+    d0l = rec.d0  # (add_tbt's records, inline, added after the loop; step 0.0 and n 1 in bulk)
+    B = len(decodes)
+    pv = [0.0] * B  # per sequence: its gap per token (the record's value) ...
+    nv = [0] * B  # ... and its tokens (the record's weight)
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
         tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
@@ -46,9 +48,17 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
     ui = rep._ui
     toks = 0
     acc = 0
+    s = 0
+    tcur = -1 << 40  # the tenant whose draw spec is loaded (none yet)
+    j0 = 0
+    a1 = b1 = a2 = b2 = a3 = 0.0
+    tb: Any = None
     for r in decodes:
         t = r.tenant
-        j, a1, b1, a2, b2, a3, tb = lat[t] if t < nta else ldef
+        if t != tcur:
+            tcur = t
+            j0, a1, b1, a2, b2, a3, tb = lat[t] if t < nta else ldef
+        j = j0
         if not j:
             if ui >= nbuf:
                 buf = rep._ubuf = rep.rng.random(4096).tolist()
@@ -70,8 +80,9 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
             n = j
         gap = now - r.last_token_s
         per = gap / n
-        d0a(per)
-        wa(n)  # (an int weight: the same float in ``TBTRecorder.arrays``)
+        pv[s] = per
+        nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
+        s += 1
         if ttbt is not None and t >= 0:
             tda[t](per)
             twa[t](n)
@@ -84,7 +95,8 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
         r.kv_tokens += n
         toks += n
     rep._ui = ui
-    B = len(decodes)
+    d0l += pv
+    wl += nv
     rec.step += [0.0] * B
     rec.n += [1] * B
     if ttbt is not None:
