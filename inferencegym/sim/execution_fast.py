@@ -68,6 +68,8 @@ class IterationCosts:
         self.coeff_cache: dict = m._coeff_cache
         self.prefill1_cache: dict = m._prefill1_cache
         self.draft_cache: dict = m._draft_cache
+        self.graph_tokens: dict[int, int] = {}
+        """``cudagraph_padded_tokens(n, graph_max)`` per token count ``n`` (a pure function's memo)."""
         self.layers: int = m._layers
         self.dp: int = m._dp
         self.graph_max: int = m._graph_max
@@ -124,7 +126,12 @@ class IterationCosts:
         ntok = n_pf + B * q
         npf = len(pf)
         nseq = npf + B
-        gtok = cudagraph_padded_tokens(ntok, self.graph_max) if self.graph_max else ntok
+        gtok = ntok
+        if self.graph_max:
+            g: Any = self.graph_tokens.get(ntok)
+            if g is None:
+                g = self.graph_tokens[ntok] = cudagraph_padded_tokens(ntok, self.graph_max)
+            gtok = g
         L = self.layers
         t = (self._token_time(gtok) + self._lm_head_time(npf + B * q)) + L * self._attn_prefill(pf)
         if B > 0:

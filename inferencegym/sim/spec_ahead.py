@@ -35,7 +35,7 @@ be admitted (or a priority request could preempt) hands over to the full ``plan`
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .execution import ExecutionModel
 from .replica_advance import ITER
@@ -159,13 +159,13 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
     d0l, rstep, rn = rec.d0, rec.step, rec.n  # (records added per iteration, in sequence order)
     zeros, ones = [0.0] * B, [1] * B  # every record here is one value: step 0.0, n 1, added in bulk
-    if ttbt is not None:  # per sequence: its tenant's record appends; per tenant: records per iteration
-        tapp: list[tuple[Callable[[float], None], Callable[[Any], None]]] = [
-            (ttbt[r.tenant].d0.append, ttbt[r.tenant].w.append) for r in decodes]
-        tcnt = [0] * len(ttbt)
-        for r in decodes:
-            tcnt[r.tenant] += 1
-        tbulk = [(tr.step, tr.n, [0.0] * c, [1] * c) for tr, c in zip(ttbt, tcnt) if c]
+    if ttbt is not None:  # per tenant with sequences here: its records and its sequences' positions
+        tgroups: list[tuple[list[float], list, list[float], list[int], list[int], list[float], list[int]]] = []
+        for ti in range(len(ttbt)):
+            idx = [i for i in range(B) if decodes[i].tenant == ti]
+            if idx:
+                tr = ttbt[ti]
+                tgroups.append((tr.d0, tr.w, tr.step, tr.n, idx, [0.0] * len(idx), [1] * len(idx)))
     buf = rep._ubuf
     nbuf = len(buf)
     ui = rep._ui
@@ -236,10 +236,6 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             g = e - r.last_token_s
             per = g / n
             pv[s] = per
-            if ttbt is not None:
-                td, tw = tapp[s]
-                td(per)
-                tw(n)
             s += 1
             if per > r.tbt_max_s:
                 r.tbt_max_s = per
@@ -261,8 +257,10 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             wl += js  # (an int weight: the same float in ``TBTRecorder.arrays``)
             rstep += zeros
             rn += ones
-            if ttbt is not None:
-                for tst, tn, tz, to in tbulk:
+            if ttbt is not None:  # each tenant's records, in sequence order (as add_tbt's)
+                for td, tw, tst, tn, idx, tz, to in tgroups:
+                    td += [pv[i] for i in idx]
+                    tw += [js[i] for i in idx]
                     tst += tz
                     tn += to
             win.spec_proposed += prop
