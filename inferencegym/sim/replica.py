@@ -90,6 +90,7 @@ class Replica(ReplicaAdmission):
         self.iterations = 0
         self._ubuf = []  # (list[float]) block of uniforms for speculative acceptance draws
         self._ui = 0
+        self._draws_got, self._draws_alpha, self._draws_kmax = (), math.nan, -1  # (ReplicaAdvance._draws)
         self.max_run = 1 << 62
         # asynchronous scheduling (engine profile): requests placed after ``cutoff`` wait a step
         self.cutoff = _INF  # dispatch time up to which waiting requests may be scheduled now
@@ -99,6 +100,7 @@ class Replica(ReplicaAdmission):
         self.api_pending = 0  # arrivals the in-process API server has not handled yet (engine profile)
         self._itc_model = None  # (the model ``_itc`` was made for: ``ReplicaAdvance._iter_time``)
         self._itc = None
+        self._itcs: dict = {}  # id(model) -> (model, its evaluator) of the models met (at most 8)
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction, config.batch_cap),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,

@@ -40,6 +40,7 @@ class ReplicaAdmission(ReplicaAdvance):
     # the compiled iteration time of ``model`` (``execution_fast``) and the model it was made for
     _itc: IterationCosts | None
     _itc_model: Any
+    _itcs: dict
     waiting: deque
     prio_waiting: deque
     priority_on: bool
@@ -59,9 +60,14 @@ class ReplicaAdmission(ReplicaAdvance):
         """``self.model.iteration_time_s(pf, B, S, k)`` (the same float), by the compiled
         evaluator of ``execution_fast`` where it applies to the model in force."""
         m = self.model
-        if m is not self._itc_model:
+        if m is not self._itc_model:  # (a knob switch: the evaluator made for that model before)
+            got = self._itcs.get(id(m))
+            if got is None or got[0] is not m:
+                if len(self._itcs) >= 8:
+                    self._itcs.clear()
+                got = self._itcs[id(m)] = (m, iteration_costs(m))
             self._itc_model = m
-            self._itc = iteration_costs(m)
+            self._itc = got[1]
         itc = self._itc
         if itc is None:
             return m.iteration_time_s(pf, B, S, k)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from .execution import ExecutionModel
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
-from .spec_draws import Draw, table_draw, tenant_draws
+from .spec_draws import Draw, table_draw
 
 if TYPE_CHECKING:
     from .events import EventQueue
@@ -128,7 +128,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     kmax = k + 1
     # per sequence: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison
     # table (``spec_draws``: the count ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
-    got = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    got = rep._draws(kmax)  # (``tenant_draws``' answer)
     lat: list[Draw] = got[0]
     ldef: Draw = got[1]
     nta = len(lat)

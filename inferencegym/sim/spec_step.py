@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from .spec_draws import Draw, table_draw, tenant_draws
+from .spec_draws import Draw, table_draw
 
 if TYPE_CHECKING:
     from .replica_advance import ReplicaAdvance
@@ -27,7 +27,7 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
     kmax = k + 1
     # per tenant: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison table
     # (``spec_draws``: the same count as ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
-    got = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    got = rep._draws(kmax)  # (``tenant_draws``' answer)
     lat: list[Draw] = got[0]
     ldef: Draw = got[1]
     nta = len(lat)
