@@ -90,7 +90,6 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
     quality = rep.quality
     recent_append = rep.recent_iter.append
     async_sched = rep.async_sched
-    model = rep.model
     t0 = rep.seg_t0
     S = B
     minrem = 1 << 62  # the fewest tokens a decoding sequence has left (one a iteration)
@@ -172,5 +171,5 @@ def _stretch(rep: "Replica", lim: float, ledger: "RunLedger | None",
         rep.cutoff = _INF
         rep.seg_t0 = t0 = e
         rep.it_chunks = chunks
-        e = rep.seg_end = e + model.iteration_time_s(pf, B, S, 0)
+        e = rep.seg_end = e + rep._iter_time(pf, B, S, 0)
     return e, False

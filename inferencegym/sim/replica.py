@@ -63,7 +63,7 @@ class Replica(ReplicaAdmission):
         self.tenant_alpha = tenant_alpha
         self.waiting: deque = deque()
         self.prio_waiting: deque = deque()
-        self.running: list = []
+        self.running = []  # (typed in ReplicaAdvance: list[Request])
         self.priority_on = False
         self.inbound = 0  # KV transfers heading here (disaggregation)
         self.state = IDLE
@@ -79,8 +79,8 @@ class Replica(ReplicaAdmission):
         self.seg_S0 = 0
         self.seg_a = 0.0
         self.seg_b = 0.0
-        self.seg_decodes: list = []
-        self.it_chunks: list = []
+        self.seg_decodes = []  # (list[Request], declared in ReplicaAdvance)
+        self.it_chunks = []  # (list[tuple[Request, int]])
         # metrics of the current window (``reset_window`` starts a new one)
         self.n_tenants = len(tenant_alpha)
         self.win = ReplicaWindow(self.n_tenants)
@@ -88,8 +88,9 @@ class Replica(ReplicaAdmission):
         self.recent_ttft = RecentValues(maxlen=recent_window)
         self.recent_iter = RecentValues(maxlen=recent_window)
         self.iterations = 0
-        self._ubuf: list = []  # block of uniforms for speculative acceptance draws
+        self._ubuf = []  # (list[float]) block of uniforms for speculative acceptance draws
         self._ui = 0
+        self._draws_got, self._draws_alpha, self._draws_kmax = (), math.nan, -1  # (ReplicaAdvance._draws)
         self.max_run = 1 << 62
         # asynchronous scheduling (engine profile): requests placed after ``cutoff`` wait a step
         self.cutoff = _INF  # dispatch time up to which waiting requests may be scheduled now
@@ -97,6 +98,9 @@ class Replica(ReplicaAdmission):
         self.preempted_in_plan = False  # cap on iterations per closed-form run (1 = step by step; tests)
         self.block_end = 0  # multi-step scheduling: the decode block in progress ends at this iteration count
         self.api_pending = 0  # arrivals the in-process API server has not handled yet (engine profile)
+        self._itc_model = None  # (the model ``_itc`` was made for: ``ReplicaAdvance._iter_time``)
+        self._itc = None
+        self._itcs: dict = {}  # id(model) -> (model, its evaluator) of the models met (at most 8)
         self._set_config(config, model)
         self.kv = KVCache(capacity_tokens=model.kv_capacity_tokens(config.kv_budget_fraction, config.batch_cap),
                           block_size=config.block_size, watermark_fraction=config.watermark_fraction,
@@ -336,7 +340,7 @@ class Replica(ReplicaAdmission):
         B = len(decodes)
         S += B
         pf = [(c, r.prefilled_tokens) for r, c in chunks]
-        dur = self.model.iteration_time_s(pf, B, S, k if B else 0)
+        dur = self._iter_time(pf, B, S, k if B else 0)
         if self.reload_debt_s:  # CPU-tier reloads of this iteration's new requests
             dur += self.reload_debt_s
             self.reload_debt_s = 0.0

@@ -15,6 +15,7 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from .execution_fast import IterationCosts, iteration_costs
 from .replica_advance import ReplicaAdvance
 from .interpreted import mypyc_attr
 
@@ -36,6 +37,10 @@ class ReplicaAdmission(ReplicaAdvance):
 
     cfg: ReplicaConfig
     model: Any
+    # the compiled iteration time of ``model`` (``execution_fast``) and the model it was made for
+    _itc: IterationCosts | None
+    _itc_model: Any
+    _itcs: dict
     waiting: deque
     prio_waiting: deque
     priority_on: bool
@@ -50,6 +55,23 @@ class ReplicaAdmission(ReplicaAdvance):
 
     def enqueue(self, r: "Request", front: bool = False) -> None:  # pragma: no cover - provided by Replica
         raise NotImplementedError
+
+    def _iter_time(self, pf: list[tuple[int, int]], B: int, S: int, k: int) -> float:
+        """``self.model.iteration_time_s(pf, B, S, k)`` (the same float), by the compiled
+        evaluator of ``execution_fast`` where it applies to the model in force."""
+        m = self.model
+        if m is not self._itc_model:  # (a knob switch: the evaluator made for that model before)
+            got = self._itcs.get(id(m))
+            if got is None or got[0] is not m:
+                if len(self._itcs) >= 8:
+                    self._itcs.clear()
+                got = self._itcs[id(m)] = (m, iteration_costs(m))
+            self._itc_model = m
+            self._itc = got[1]
+        itc = self._itc
+        if itc is None:
+            return m.iteration_time_s(pf, B, S, k)
+        return itc.time(pf, B, S, k)
 
     def try_admit(self, r: "Request", full: bool, budget: int | None = None) -> bool:
         """Admit the queue head ``r`` if the batch cap and KV (with watermark) allow; a priority

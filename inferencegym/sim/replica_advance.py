@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .spec_draws import tenant_draws
 from .spec_step import apply_spec
 from .interpreted import mypyc_attr
 
@@ -75,8 +76,11 @@ class ReplicaAdvance:
     prompt_tokens_done: int
     recent_ttft: Any
     recent_iter: Any
-    _ubuf: list
+    _ubuf: list[float]
     _ui: int
+    _draws_got: tuple
+    _draws_alpha: float
+    _draws_kmax: int
     # the engine profile's step (issue 23): asynchronous scheduling and the API server
     async_sched: bool
     cutoff: float
@@ -89,6 +93,16 @@ class ReplicaAdvance:
 
     def _kv_peak(self) -> None:  # pragma: no cover - provided by Replica
         raise NotImplementedError
+
+    def _draws(self, kmax: int) -> tuple:
+        """``tenant_draws(self.tenant_alpha, self.default_alpha, kmax)`` (the memo's own object),
+        kept for the last ``(default_alpha, kmax)`` asked (``tenant_alpha`` never changes)."""
+        a = self.default_alpha
+        if a != self._draws_alpha or kmax != self._draws_kmax:
+            self._draws_got = tenant_draws(self.tenant_alpha, a, kmax)
+            self._draws_alpha = a
+            self._draws_kmax = kmax
+        return self._draws_got
 
     # ------------------------------------------------------------------ applying work
     def on_step_end(self, now: float) -> tuple[Sequence, Sequence]:

@@ -35,11 +35,12 @@ be admitted (or a priority request could preempt) hands over to the full ``plan`
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .execution import ExecutionModel
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
-from .spec_draws import table_draw, tenant_draws
+from .spec_draws import Draw, table_draw
 
 if TYPE_CHECKING:
     from .events import EventQueue
@@ -127,13 +128,10 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     kmax = k + 1
     # per sequence: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison
     # table (``spec_draws``: the count ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
-    lat, ldef = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    got = rep._draws(kmax)  # (``tenant_draws``' answer)
+    lat: list[Draw] = got[0]
+    ldef: Draw = got[1]
     nta = len(lat)
-    pairs = [(r, *(lat[r.tenant] if r.tenant < nta else ldef)) for r in decodes]
-    nd = 0
-    for pr in pairs:
-        if not pr[1]:
-            nd += 1
     win = rep.win
     ttbt = win.ttbt
     kv = rep.kv
@@ -145,23 +143,36 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     async_sched = rep.async_sched
     model = rep.model
     no_chunks: tuple = ()
+    # a pure-decode iteration of the plain model takes ``a + b * S`` (``iteration_time_s``'s own
+    # expression; (a, b) memoised per (B, k)): asked once per stretch, not per iteration
+    linear = pfl is None and type(model) is ExecutionModel and model._pp == 1
+    ca = cb = 0.0
+    have_ab = False
     t0 = rep.seg_t0
     S = B
     for r in decodes:
         S += r.kv_tokens
     prop = B * k
-    js = [0] * B
+    js = [0] * B  # per sequence: its accepted count (the record's weight)
+    pv = [0.0] * B  # per sequence: its gap per token (the record's value)
     rec = win.tbt  # (a window reset cannot come inside this call: the recorders stay)
-    d0a, wa, rstep, rn = rec.d0.append, rec.w.append, rec.step, rec.n
+    wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
+    d0l, rstep, rn = rec.d0, rec.step, rec.n  # (records added per iteration, in sequence order)
     zeros, ones = [0.0] * B, [1] * B  # every record here is one value: step 0.0, n 1, added in bulk
-    if ttbt is not None:  # per sequence: its tenant's record appends; per tenant: records per iteration
-        tapp = [(ttbt[r.tenant].d0.append, ttbt[r.tenant].w.append) for r in decodes]
-        tcnt = [0] * len(ttbt)
-        for r in decodes:
-            tcnt[r.tenant] += 1
-        tbulk = [(tr.step, tr.n, [0.0] * c, [1] * c) for tr, c in zip(ttbt, tcnt) if c]
+    if ttbt is not None:  # per tenant with sequences here: its records and its sequences' positions
+        tgroups: list[tuple[list[float], list, list[float], list[int], list[int], list[float], list[int]]] = []
+        for ti in range(len(ttbt)):
+            idx = [i for i in range(B) if decodes[i].tenant == ti]
+            if idx:
+                tr = ttbt[ti]
+                tgroups.append((tr.d0, tr.w, tr.step, tr.n, idx, [0.0] * len(idx), [1] * len(idx)))
     buf = rep._ubuf
+    nbuf = len(buf)
     ui = rep._ui
+    tcur = -1 << 40  # the tenant whose draw spec is loaded below (none yet)
+    j0 = 0
+    a1 = b1 = a2 = b2 = a3 = 0.0
+    tb: Any = None
     while e <= lim:
         # a chunk whose request lost its blocks to a priority admission: the ordinary event applies
         # it; one that completes its prompt (first token, a new decoding sequence): irregular
@@ -176,13 +187,20 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                 return e, False
             return irregular_step(rep, e, ledger, events)
         # the iteration's acceptance draws (peeked: consumed only if it is applied here)
-        if ui + nd > len(buf):  # the next block of the same stream, appended in order
-            buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
-            rep._ui = ui = 0
         p = ui
         s = 0
-        for r, j, a1, b1, a2, b2, a3, tb in pairs:
+        for rq in decodes:
+            t = rq.tenant
+            if t != tcur:
+                tcur = t
+                j0, a1, b1, a2, b2, a3, tb = lat[t] if t < nta else ldef
+            j = j0
             if not j:
+                if p >= nbuf:  # the next block of the same stream, appended in order
+                    buf = rep._ubuf = buf[ui:] + rep.rng.random(4096).tolist()
+                    nbuf = len(buf)
+                    p -= ui
+                    rep._ui = ui = 0
                 u = buf[p]
                 p += 1
                 if u < a1:
@@ -193,7 +211,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                     j = 3
                 else:
                     j = table_draw(u, tb)
-            if j >= r.output_tokens - r.generated_tokens:  # the sequence finishes
+            if j >= rq.output_tokens - rq.generated_tokens:  # the sequence finishes
                 if ledger is None:
                     return e, False  # the ordinary event applies this iteration
                 irregular = True
@@ -217,12 +235,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
             n = js[s]
             g = e - r.last_token_s
             per = g / n
-            d0a(per)
-            wa(n)  # (an int weight: the same float in ``TBTRecorder.arrays``)
-            if ttbt is not None:
-                td, tw = tapp[s]
-                td(per)
-                tw(n)
+            pv[s] = per
             s += 1
             if per > r.tbt_max_s:
                 r.tbt_max_s = per
@@ -240,10 +253,14 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                 else:
                     grow.append((r, nb))
         if B:
+            d0l += pv
+            wl += js  # (an int weight: the same float in ``TBTRecorder.arrays``)
             rstep += zeros
             rn += ones
-            if ttbt is not None:
-                for tst, tn, tz, to in tbulk:
+            if ttbt is not None:  # each tenant's records, in sequence order (as add_tbt's)
+                for td, tw, tst, tn, idx, tz, to in tgroups:
+                    td += [pv[i] for i in idx]
+                    tw += [js[i] for i in idx]
                     tst += tz
                     tn += to
             win.spec_proposed += prop
@@ -276,11 +293,16 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         rep.blocked = False
         rep.cutoff = _INF
         rep.seg_t0 = t0 = e
-        if pfl is None:
+        if linear:
+            if not have_ab:
+                ca, cb = model.decode_coeffs(B, k)
+                have_ab = True
+            e = rep.seg_end = e + (ca + cb * S)
+        elif pfl is None:
             e = rep.seg_end = e + model.iteration_time_s(no_chunks, B, S, k)
         else:
             rep.it_chunks = chunks
-            e = rep.seg_end = e + model.iteration_time_s(pf, B, S, k if B else 0)
+            e = rep.seg_end = e + rep._iter_time(pf, B, S, k if B else 0)
     return e, False
 
 

@@ -13,10 +13,14 @@ sequence: ``advance_spec`` applies that iteration as the step event would, then 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .replica import Replica
+    from .request import Request
 
 
-def prefilling(rep: Any, n_decodes: int, chunks: list) -> list | None:
+def prefilling(rep: "Replica", n_decodes: int, chunks: "list[tuple[Request, int]]") -> "list[Request] | None":
     """The running requests still prefilling, in running order, when the planned iteration is a
     chunked-prefill one that ``advance_spec`` may carry on (the scheduler's decoding sequences are
     the other running requests); None when there are none (a pure decode batch: the plain path)
@@ -33,7 +37,7 @@ def prefilling(rep: Any, n_decodes: int, chunks: list) -> list | None:
     return pfl
 
 
-def completes_prompt(chunks: list) -> bool:
+def completes_prompt(chunks: "list[tuple[Request, int]]") -> bool:
     """Whether a chunk of the planned iteration completes its prompt."""
     for r, c in chunks:
         if r.prefilled_tokens + c >= r.prefill_target:
@@ -41,7 +45,7 @@ def completes_prompt(chunks: list) -> bool:
     return False
 
 
-def hands_off(chunks: list) -> bool:
+def hands_off(chunks: "list[tuple[Request, int]]") -> bool:
     """Whether a prompt the planned iteration completes goes to a decode replica (a KV transfer
     the cluster starts: its step event decides)."""
     for r, c in chunks:
@@ -50,7 +54,7 @@ def hands_off(chunks: list) -> bool:
     return False
 
 
-def apply_chunks(rep: Any, chunks: list, prefix_caching: bool) -> None:
+def apply_chunks(rep: "Replica", chunks: "list[tuple[Request, int]]", prefix_caching: bool) -> None:
     """``ReplicaAdvance._apply_iter``'s chunk loop at ``rep.now`` (every chunk's request holds its
     blocks and none is handed off to a decode replica: the caller checked): the prompt's progress,
     with prefix caching the prompt blocks the chunk completed named in the cache, and for a prompt
@@ -70,12 +74,13 @@ def apply_chunks(rep: Any, chunks: list, prefix_caching: bool) -> None:
             rep._emit_token(r, rep.now)
 
 
-def next_chunks(pfl: list, budget: int, per: int) -> tuple[list, list, int]:
+def next_chunks(pfl: "list[Request]", budget: int,
+                per: int) -> "tuple[list[tuple[Request, int]], list[tuple[int, int]], int]":
     """``SarathiScheduler.plan``'s chunks for the prompts in ``pfl`` (running order) from the token
     budget left after the decodes: ``(chunks, iteration_time_s's (tokens, context) pairs, the
     budget left)``. The scheduler's admission loop runs only while budget is left."""
-    chunks = []
-    pf = []
+    chunks: list[tuple[Request, int]] = []
+    pf: list[tuple[int, int]] = []
     for r in pfl:
         if budget <= 0:
             break

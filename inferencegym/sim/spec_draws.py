@@ -24,6 +24,11 @@ from __future__ import annotations
 import math
 import struct
 from bisect import bisect_right
+from typing import Any
+
+Draw = tuple[int, float, float, float, float, float, Any]
+"""One tenant's draw spec from :func:`tenant_draws`: ``(fixed, a1, b1, a2, b2, a3, table)`` (typed,
+so that the compiled loops read its fields unboxed)."""
 
 DELTA_U = 1e-9
 """Half-width of the zone around a threshold where the formula answers (see the module docstring)."""
@@ -93,7 +98,15 @@ def draw_table(lg: float, kmax: int) -> tuple | None:
 def table_draw(u: float, table: tuple) -> int:
     """The accepted count for uniform ``u`` from a :func:`draw_table` (the loops inline its
     first three cases and call it for the rest)."""
-    a1, b1, a2, b2, a3, edges, lg, kmax = table
+    a1: float
+    b1: float
+    a2: float
+    b2: float
+    a3: float
+    edges: tuple
+    lg: float
+    kmax: int
+    a1, b1, a2, b2, a3, edges, lg, kmax = table  # (typed: compared unboxed when compiled)
     if u < a1:
         return 1
     if b1 <= u < a2:

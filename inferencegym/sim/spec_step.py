@@ -6,15 +6,16 @@ replica's other stepping code (``replica_advance.py``) in a module of its own fo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .spec_draws import table_draw, tenant_draws
+from .spec_draws import Draw, table_draw
 
 if TYPE_CHECKING:
+    from .replica_advance import ReplicaAdvance
     from .request import Request
 
 
-def apply_spec(rep: Any, decodes: list[Request], now: float) -> None:
+def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> None:
     """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
     (each accepted with probability alpha until the first rejection) plus one target token:
     ``min(Geometric(1 - alpha), k + 1)`` tokens, drawn by inversion from uniforms that the
@@ -26,24 +27,38 @@ def apply_spec(rep: Any, decodes: list[Request], now: float) -> None:
     kmax = k + 1
     # per tenant: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison table
     # (``spec_draws``: the same count as ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
-    lat, ldef = tenant_draws(rep.tenant_alpha, rep.default_alpha, kmax)
+    got = rep._draws(kmax)  # (``tenant_draws``' answer)
+    lat: list[Draw] = got[0]
+    ldef: Draw = got[1]
     nta = len(lat)
     win = rep.win
     rec = win.tbt
-    d0a, wa = rec.d0.append, rec.w.append  # (add_tbt's records, inline; step 0.0 and n 1 added in bulk)
+    wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
+    d0l = rec.d0  # (add_tbt's records, inline, added after the loop; step 0.0 and n 1 in bulk)
+    B = len(decodes)
+    pv = [0.0] * B  # per sequence: its gap per token (the record's value) ...
+    nv = [0] * B  # ... and its tokens (the record's weight)
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
-        tda = [tr.d0.append for tr in ttbt]
-        twa = [tr.w.append for tr in ttbt]
+        tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
+        twa: list[Callable[[Any], None]] = [tr.w.append for tr in ttbt]
         tcount = [0] * len(ttbt)
     buf = rep._ubuf
     nbuf = len(buf)
     ui = rep._ui
     toks = 0
     acc = 0
+    s = 0
+    tcur = -1 << 40  # the tenant whose draw spec is loaded (none yet)
+    j0 = 0
+    a1 = b1 = a2 = b2 = a3 = 0.0
+    tb: Any = None
     for r in decodes:
         t = r.tenant
-        j, a1, b1, a2, b2, a3, tb = lat[t] if t < nta else ldef
+        if t != tcur:
+            tcur = t
+            j0, a1, b1, a2, b2, a3, tb = lat[t] if t < nta else ldef
+        j = j0
         if not j:
             if ui >= nbuf:
                 buf = rep._ubuf = rep.rng.random(4096).tolist()
@@ -65,8 +80,9 @@ def apply_spec(rep: Any, decodes: list[Request], now: float) -> None:
             n = j
         gap = now - r.last_token_s
         per = gap / n
-        d0a(per)
-        wa(n)  # (an int weight: the same float in ``TBTRecorder.arrays``)
+        pv[s] = per
+        nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
+        s += 1
         if ttbt is not None and t >= 0:
             tda[t](per)
             twa[t](n)
@@ -79,7 +95,8 @@ def apply_spec(rep: Any, decodes: list[Request], now: float) -> None:
         r.kv_tokens += n
         toks += n
     rep._ui = ui
-    B = len(decodes)
+    d0l += pv
+    wl += nv
     rec.step += [0.0] * B
     rec.n += [1] * B
     if ttbt is not None:
