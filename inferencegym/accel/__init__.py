@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 MODULES: tuple[str, ...] = tuple(f"inferencegym.sim.{m}" for m in (
-    "batching", "chunk_ahead", "cluster", "cluster_readout", "events", "execution_fast", "kv_cache", "metrics",
+    "batching", "chunk_ahead", "cluster", "cluster_readout", "estimates", "events", "execution_fast", "kv_cache",
+    "metrics", "outputs", "recent",
     "replica", "replica_admission", "replica_advance", "request", "slo", "spec_acceptance", "spec_chunks",
     "spec_ahead", "spec_draws", "spec_step", "tbt_small", "window_metrics",
 ))

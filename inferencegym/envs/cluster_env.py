@@ -193,6 +193,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         self._window = 0
         self._next_window_s = task.window_s
         self._ledger.reset()
+        self._first_marks: list = []  # Cluster.first_tokens_since's marks
         self.decisions = 0
         self._done = False
         self._pending = None
@@ -250,7 +251,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
         return np.array([KNOB_BUCKETS[0][k] for k in self._knobs[:, 0]], np.float64)
 
     def _apply_knobs(self, i: int, k: np.ndarray) -> None:
-        if np.array_equal(self._knobs[i], k):
+        if self._knobs[i].tolist() == k.tolist():  # (np.array_equal of two int rows of 4)
             return
         batch_cap, kv, spec, chunk = (b[j] for b, j in zip(KNOB_BUCKETS, k))
         self.cluster.apply_replica_config(replica=i, batch_cap=batch_cap, kv_budget_fraction=kv,
@@ -310,7 +311,7 @@ class ClusterEnv(CurriculumMixin, MultiAgentEnv):
             if req is None:
                 break
             led = cl.ledger
-            self._ledger.sweep(cl.now_s, led.completed + led.rejected)
+            self._ledger.sweep(cl.now_s, led.completed + led.rejected, cl.first_tokens_since(self._first_marks))
             o = self._router_obs(req)
             if not self._any_fits:
                 # no replica can ever hold this prompt: send it to the largest cache; the simulator

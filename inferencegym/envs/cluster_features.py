@@ -25,8 +25,8 @@ from inferencegym.envs.cluster_spaces import (
     router_features,
 )
 from inferencegym.sim import Cluster
-from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
-from inferencegym.sim.outputs import feature_rows
+from inferencegym.sim.estimates import est_ttft_values
+from inferencegym.sim.outputs import router_rows
 from inferencegym.tasks.episode_workload import mean_output_tokens
 from inferencegym.tasks.spec import TaskSpec
 
@@ -76,6 +76,9 @@ class RouterFeatures:
         self.columns = router_features(task)
         """This task's column names (12, or 15 with the prefix columns)."""
         self.prefix = len(self.columns) > len(ROUTER_FEATURES)
+        self._s_queue = 1.0 / self.ref_batch
+        self._s_ttft = 1.0 / self.ttft_ref
+        self._s_tbt = 1.0 / self.tbt_ref
 
     def reset(self, cluster: Cluster, batch_caps: np.ndarray) -> None:
         self.cluster = cluster
@@ -87,7 +90,6 @@ class RouterFeatures:
         self._iter_s_cache: dict[tuple[int, int], float] = {}
         self.on_knobs_changed(batch_caps)
         self._sim = array("f", bytes(4 * self.n * _N_SIM))  # zeros until the first replicas() call
-        self._sim_rows = self._sim.tolist()
         self._last_sim = None
         self.fits = [True] * self.n
 
@@ -108,39 +110,18 @@ class RouterFeatures:
         bit-identical to the vectorised form."""
         cl = self.cluster
         cl.sync()
-        n = self.n
-        sim = array("f", feature_rows(cl.replicas, cl.now_s))  # float32, as replica_features() rounds
-        est = [0.0] * n if prompt_tokens is None else self.est_ttft_list(prompt_tokens, req)
+        reps = cl.replicas
+        est = [0.0] * self.n if prompt_tokens is None else self.est_ttft_list(prompt_tokens, req)
         need = prompt_tokens + 1 if prompt_tokens is not None else 0
-        s_q = 1.0 / self.ref_batch
-        s_t = 1.0 / self.ttft_ref
-        s_b = 1.0 / self.tbt_ref
-        ref = self.ref_batch
-        ema, inv_b, inv_cs, rel, cap = self._queue_ema, self._inv_batch, self._inv_cs, self._rel, self._cap_tokens
-        fits = [c >= need for c in cap]
-        sv = sim.tolist()
+        fits = [c >= need for c in self._cap_tokens]
         pre = self._prefix_columns(req) if self.prefix else None
-        vals: list[float] = []
-        add = vals.extend
-        for i in range(n):
-            j = 7 * i
-            q, ow, mw, run, kv, pt, pi = sv[j:j + 7]
-            d = q - ema[i]
-            add((q * s_q, ow * s_t, mw * s_t, run * inv_b[i], kv, pt * s_t, pi * s_b, d / ref,
-                 (q + run) * inv_cs[i], rel[i], 1.0 if fits[i] else 0.0, est[i]))
-            if pre is not None:
-                add(pre[i])
-            ema[i] += QUEUE_EMA_RATE * d
-        # the clip, then float32 as ``astype`` rounds (the same C cast): the same as rounding first
-        # (the bounds are float32 numbers, the rounding monotonic); NaN kept, as ``np.clip``. Most
-        # rows need none: ``max`` / ``min`` bound every non-NaN value (a NaN first gives NaN, and
-        # the per-value clip then runs)
-        c = FEATURE_CLIP
-        if not (max(vals) <= c and min(vals) >= -c):
-            vals = [(c if v > c else (-c if v < -c else v)) for v in vals]
-        out = np.frombuffer(array("f", vals), dtype=np.float32).reshape(n, -1)
+        vals, sim = router_rows(reps, cl.now_s, est, self._queue_ema, self._inv_batch, self._inv_cs, self._rel,
+                                fits, self._s_queue, self._s_ttft, self._s_tbt, self.ref_batch, QUEUE_EMA_RATE,
+                                pre, FEATURE_CLIP)
+        # the clip (in router_rows), then float32 as ``astype`` rounds (the same C cast): the same
+        # as rounding first (the bounds are float32 numbers, the rounding monotonic); NaN kept
+        out = np.frombuffer(array("f", vals), dtype=np.float32).reshape(self.n, -1)
         self._sim = sim
-        self._sim_rows = sv
         self._last_sim = None
         self.fits = fits
         return out
@@ -157,8 +138,8 @@ class RouterFeatures:
     def outstanding_and_kv(self) -> tuple[np.ndarray, np.ndarray]:
         """(queued + running, KV occupancy) per replica (float32) from the last :meth:`replicas`
         call: ``last_sim[:, 0] + last_sim[:, 3]`` and ``last_sim[:, 4]``."""
-        f = self.last_sim
-        return f[:, 0] + f[:, 3], f[:, 4]
+        f = np.frombuffer(self._sim, dtype=np.float32)  # (last_sim, flat: the same values)
+        return f[0::_N_SIM] + f[3::_N_SIM], f[4::_N_SIM]
 
     def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
         """Per replica, in :data:`PREFIX_FEATURES` order: cached_share, cache_occupancy (both from
@@ -191,21 +172,11 @@ class RouterFeatures:
 
     def est_ttft_list(self, prompt_tokens: int, req=None) -> list[float]:
         """:meth:`est_ttft` as a list of Python floats."""
-        cache = self._iter_s_cache
         cl = self.cluster
-        hashed = req is not None and bool(req.block_hashes)
-        eo = self.expected_output_tokens
-        ref = self.ttft_ref
-        est = []
-        for i, rep in enumerate(cl.replicas):
-            key = (i, rep.cfg.batch_cap)
-            it = cache.get(key)
-            if it is None:
-                it = cache[key] = decode_iteration_s(rep)
-            cached = cl.published_cached_tokens(i, req) if hashed else 0
-            est.append(first_token_iterations(rep, prompt_tokens, cached_tokens=cached,
-                                              expected_output_tokens=eo) * it / ref)
-        return est
+        cached = ([cl.published_cached_tokens(i, req) for i in range(self.n)]
+                  if req is not None and req.block_hashes else None)
+        return est_ttft_values(cl.replicas, prompt_tokens, self._iter_s_cache, self.expected_output_tokens,
+                               self.ttft_ref, cached)
 
     @staticmethod
     def request(req) -> np.ndarray:

@@ -15,6 +15,7 @@ import numpy as np
 
 from inferencegym.envs.reward import ClusterRewardConfig, latency_term
 from inferencegym.sim.slo import meets_slo
+from inferencegym.sim.window_metrics import first_token_split, settled_split
 
 ROUTER_COMPONENTS: tuple[str, ...] = ("queue", "slo", "reject")
 REPLICA_COMPONENTS: tuple[str, ...] = ("throughput", "slo", "preemption", "shared")
@@ -92,52 +93,51 @@ class RouterLedger:
             self._awaiting_first.append(req)
             self.window.dispatched[replica] += 1
 
-    def sweep(self, now: float, settled: int | None = None) -> None:
+    def sweep(self, now: float, settled: int | None = None, first_tokens: bool = True) -> None:
         """Charge the interval (previous sweep, now]: Decima integral, first tokens, completions and
         rejections (exact: every request's own timestamps). ``settled``: the simulator's count of
         completed plus rejected requests (``RunLedger``); when it has not moved since the previous
-        sweep no request in the system finished, and the pass over them is skipped."""
+        sweep no request in the system finished, and the pass over them is skipped.
+        ``first_tokens=False`` says that no replica emitted a first token since the previous sweep
+        (``Cluster.first_tokens_since``): with ``settled`` unmoved too (no rejection), no request
+        awaiting its first token can leave that list, and the pass over it is skipped."""
         t0, w, win = self._last_s, self._w, self.window
         area = 0.0
-        if settled is None or settled != self._settled:
+        moved = settled is None or settled != self._settled
+        if moved:
             self._settled = settled
-            keep = []
-            leaving = False
-            for r in self.active:
+            # a request whose engine is done but whose client's last token comes after now (the
+            # front end's latency) stays in the system, charged to now (``leaving``)
+            gone, self.active, leaving = settled_split(self.active, now)
+            for r in gone:
                 c = r.completion_s
-                if c == c and c > now:  # the engine is done, the client's last token comes at c (the
-                    keep.append(r)      # front end's latency): still in the system, charged to now
-                    leaving = True
-                elif c == c:  # completed (not NaN)
+                if c == c:  # completed (not NaN)
                     area += w[r.tenant] * (c - t0)
                     self._active_w -= w[r.tenant]
                     win.completed_tokens[r.replica_id] += r.output_tokens
                     win.completed[r.replica_id] += 1
                     if self._tenants and meets_slo(r, self._tenants[r.tenant]):
                         win.completed_ok[r.replica_id] += 1
-                elif r.rejected_reason is not None:
+                else:  # rejected
                     self._active_w -= w[r.tenant]
                     self.components["reject"] -= w[r.tenant]
-                else:
-                    keep.append(r)
-            self.active = keep
             if leaving:  # the next sweep must pass over them again, though no request settles before it
                 self._settled = None
         area += self._active_w * (now - t0)
         slo = 0.0
-        keep = []
+        if not (first_tokens or moved):  # nothing to collect: the same list, the same zero
+            self.components["queue"] -= area / self.config.sojourn_ref_s
+            self.components["slo"] += slo
+            self._last_s = now
+            return
         bonus = self.config.slo_bonus
-        for r in self._awaiting_first:
-            ft = r.first_token_s
-            if ft == ft:
-                ratio = (ft - r.arrival_s) / self._ttft_slo[r.tenant]
-                term = latency_term(ratio, bonus)
-                slo += w[r.tenant] * term
-                win.first_tokens[r.replica_id] += 1
-                win.slo_sum[r.replica_id] += term
-            elif r.rejected_reason is None:
-                keep.append(r)
-        self._awaiting_first = keep
+        firsts, self._awaiting_first = first_token_split(self._awaiting_first)
+        for r in firsts:
+            ratio = (r.first_token_s - r.arrival_s) / self._ttft_slo[r.tenant]
+            term = latency_term(ratio, bonus)
+            slo += w[r.tenant] * term
+            win.first_tokens[r.replica_id] += 1
+            win.slo_sum[r.replica_id] += term
         self.components["queue"] -= area / self.config.sojourn_ref_s
         self.components["slo"] += slo
         self._last_s = now

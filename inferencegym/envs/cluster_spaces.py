@@ -101,8 +101,18 @@ def parse_router_action(x: Any) -> int:
         raise ValueError(f"router action must be an integer, got {x!r}") from None
 
 
+_INT64 = np.dtype(np.int64)
+"""The native int64 dtype (a singleton: compared by identity)."""
+
+
 def parse_replica_action(act: Any, rid: str) -> np.ndarray:
     """A replica's action as 4 bucket indices (ValueError naming the agent and the valid ranges)."""
+    if type(act) is np.ndarray and act.dtype is _INT64 and act.shape == (4,):
+        # the common case (the env's own knobs, RLlib's int64 samples) without numpy's reductions
+        v = act.tolist()
+        if (0 <= v[0] < REPLICA_ACTION_NVEC[0] and 0 <= v[1] < REPLICA_ACTION_NVEC[1]
+                and 0 <= v[2] < REPLICA_ACTION_NVEC[2] and 0 <= v[3] < REPLICA_ACTION_NVEC[3]):
+            return act.copy()  # (what ``astype(np.int64)`` gives: a copy)
     try:
         a = np.asarray(act)
         if a.shape != (4,) or not np.issubdtype(a.dtype, np.integer):

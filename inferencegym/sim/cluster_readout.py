@@ -49,6 +49,31 @@ class ClusterReadout:
             if rep.state == RUN:
                 rep.sync(t)
 
+    def first_tokens_since(self, marks: list) -> bool:
+        """Whether any replica emitted a first token since the previous call with ``marks`` (True
+        on the first call, ``marks`` empty), updating ``marks`` in place: per replica its window's
+        list of first-token requests and that list's length. A first token always joins that list
+        (``ReplicaAdvance._emit_token``, the one place a first token is set) and a window reset
+        starts a new list object; ``marks`` holds the old one, so its identity is not reused."""
+        reps = self.replicas
+        changed = False
+        if len(marks) != 2 * len(reps):
+            marks.clear()
+            for _ in reps:
+                marks.append(None)
+                marks.append(-1)
+            changed = True
+        j = 0
+        for rep in reps:
+            f = rep.win.first
+            k = len(f)
+            if marks[j] is not f or marks[j + 1] != k:
+                marks[j] = f
+                marks[j + 1] = k
+                changed = True
+            j += 2
+        return changed
+
     def check_invariants(self) -> None:
         """KV blocks: used + free = capacity, never negative, used = sum held; conservation."""
         for rep in self.replicas:

@@ -26,7 +26,8 @@ are not prefilled, so they do not count.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .views import RouterReplicaView
@@ -38,7 +39,10 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
     replica ``rep`` (read through :class:`~inferencegym.sim.views.RouterReplicaView`), of
     which ``cached_tokens`` are in the replica's prefix cache and are not prefilled."""
     chunk = max(1, rep.cfg.chunk_size)
-    running = rep.running
+    # requests as the view gives them, typed Any (compiled: no check of their class; fakes pass)
+    running: Sequence[Any] = rep.running
+    pw: Sequence[Any] = rep.prio_waiting
+    wt: Sequence[Any] = rep.waiting
     # The free slots (all 0.0) are kept as a count beside the heap of the running requests' release
     # times: the same multiset of values popped in the same order as one heap of every slot (a pop
     # takes a free slot while none of the heap is below 0.0), without heapifying ``batch_cap`` zeros.
@@ -46,7 +50,8 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
     if zeros < 0:
         zeros = 0
     clair = expected_output_tokens is None
-    if zeros and not clair and expected_output_tokens >= 0.0 and not (rep.prio_waiting or rep.waiting):
+    eo: float = 0.0 if expected_output_tokens is None else expected_output_tokens
+    if zeros and not clair and eo >= 0.0 and not (pw or wt):
         # nothing queued, a free slot, no release time below 0: the request starts now (the common
         # case for the router feature); only the prefill ahead of it counts
         ahead = 0
@@ -62,11 +67,11 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
         if left < 0:
             left = 0
         ahead += left
-        rem = (r.output_tokens - r.generated_tokens) if clair else expected_output_tokens
+        rem = (r.output_tokens - r.generated_tokens) if clair else eo
         slots.append(left / chunk + rem)
-    if rep.prio_waiting or rep.waiting:
+    if pw or wt:
         heapq.heapify(slots)
-        for q in (rep.prio_waiting, rep.waiting):
+        for q in (pw, wt):
             for r in q:
                 if zeros and (not slots or slots[0] >= 0.0):
                     zeros -= 1
@@ -74,7 +79,7 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
                 else:
                     t = heapq.heappop(slots) if slots else 0.0
                 ahead += r.prompt_tokens
-                out = r.output_tokens if clair else expected_output_tokens
+                out = r.output_tokens if clair else eo
                 heapq.heappush(slots, t + r.prompt_tokens / chunk + out)
         low = slots[0] if slots else None
     else:
@@ -91,3 +96,21 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
 def decode_iteration_s(rep: "RouterReplicaView") -> float:
     """The replica's decode-iteration time at its batch cap and a 1k-token context (seconds)."""
     return float(rep.model.decode_step_time_s(batch_size=rep.cfg.batch_cap, context_tokens=1024))
+
+
+def est_ttft_values(replicas: list, prompt_tokens: int, iter_s_cache: dict, expected_output_tokens: float,
+                    slo_s: float, cached_tokens: list | None) -> list[float]:
+    """Per replica, :func:`first_token_iterations` x the replica's :func:`decode_iteration_s` /
+    ``slo_s`` (the cluster env's ``est_ttft`` column), the iteration time memoised in
+    ``iter_s_cache`` by ``(replica index, batch cap)``; ``cached_tokens`` (per replica, or None for
+    none) the published cached prompt tokens. One loop, compiled with the simulator core."""
+    out: list[float] = []
+    for i, rep in enumerate(replicas):
+        key = (i, rep.cfg.batch_cap)
+        it = iter_s_cache.get(key)
+        if it is None:
+            it = iter_s_cache[key] = decode_iteration_s(rep)
+        c = cached_tokens[i] if cached_tokens is not None else 0
+        out.append(first_token_iterations(rep, prompt_tokens, cached_tokens=c,
+                                          expected_output_tokens=expected_output_tokens) * it / slo_s)
+    return out

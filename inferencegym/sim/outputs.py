@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .recent import recent_p90
 
 if TYPE_CHECKING:
     from .replica import Replica
@@ -34,11 +37,67 @@ def feature_rows(replicas: Sequence[Replica], now: float) -> list:
                      for q in (pw, w) for r in q]
             k = len(waits)
             add((k, max(waits), sum(waits) / k, len(rep.running), kv.used_blocks / kv.capacity_blocks,
-                 rep.recent_ttft.p90(), rep.recent_iter.p90()))
+                 recent_p90(rep.recent_ttft), recent_p90(rep.recent_iter)))
         else:
             add((0, 0.0, 0.0, len(rep.running), kv.used_blocks / kv.capacity_blocks,
-                 rep.recent_ttft.p90(), rep.recent_iter.p90()))
+                 recent_p90(rep.recent_ttft), recent_p90(rep.recent_iter)))
     return vals
+
+
+def router_rows(replicas: list, now: float, est: list[float], ema: list[float], inv_batch: list[float],
+                inv_cap_slo: list[float], rel_speed: list[float], fits: list[bool], s_queue: float,
+                s_ttft: float, s_tbt: float, ref_batch: float, ema_rate: float, prefix: list | None,
+                clip: float) -> tuple[list[float], array]:
+    """The cluster env's router rows, flat (replica after replica; columns of
+    ``envs.cluster_spaces.ROUTER_FEATURES``, then the three prefix columns when ``prefix`` holds a
+    tuple per replica), each value clipped to ``[-clip, clip]`` (NaN kept, as ``np.clip``), and the
+    simulator's seven columns of :func:`feature_rows` rounded to float32 (as
+    ``Cluster.replica_features()`` rounds them: every normalised value starts from them). Updates
+    ``ema`` (the queue length's moving average, weight ``ema_rate``). Compiled with the simulator
+    core: one loop over the replicas, no numpy call per column; each value is the column-wise
+    float64 arithmetic's."""
+    sim = array("f", feature_rows(replicas, now))
+    sv: list[float] = sim.tolist()
+    vals: list[float] = []
+    c = clip
+    m = -clip
+    for i in range(len(replicas)):
+        # each value clipped as ``c if x > c else (m if x < m else x)`` (written out: compiled, a
+        # helper call or a loop over a tuple of the row would box every value)
+        j = 7 * i
+        q = sv[j]
+        run = sv[j + 3]
+        d = q - ema[i]
+        x = q * s_queue
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 1] * s_ttft
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 2] * s_ttft
+        vals.append(c if x > c else (m if x < m else x))
+        x = run * inv_batch[i]
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 4]
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 5] * s_ttft
+        vals.append(c if x > c else (m if x < m else x))
+        x = sv[j + 6] * s_tbt
+        vals.append(c if x > c else (m if x < m else x))
+        x = d / ref_batch
+        vals.append(c if x > c else (m if x < m else x))
+        x = (q + run) * inv_cap_slo[i]
+        vals.append(c if x > c else (m if x < m else x))
+        x = rel_speed[i]
+        vals.append(c if x > c else (m if x < m else x))
+        x = 1.0 if fits[i] else 0.0
+        vals.append(c if x > c else (m if x < m else x))
+        x = est[i]
+        vals.append(c if x > c else (m if x < m else x))
+        if prefix is not None:
+            for y in prefix[i]:
+                x = y
+                vals.append(c if x > c else (m if x < m else x))
+        ema[i] += ema_rate * d
+    return vals, sim
 
 
 class ReplicaFeatures:

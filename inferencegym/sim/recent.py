@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from .interpreted import mypyc_attr
+
 
 def p90(values) -> float:
     """p90 with linear interpolation (numpy's default) of a short sequence; 0 when empty. Pure
@@ -19,6 +21,7 @@ def p90(values) -> float:
     return float(x[lo] + (x[hi] - x[lo]) * (pos - lo))
 
 
+@mypyc_attr(native_class=False)  # a deque subclass: compiled, it stays a Python class (methods compiled)
 class RecentValues(deque):
     """A bounded deque (``maxlen``) that remembers its p90 until its contents change.
 
@@ -35,17 +38,26 @@ class RecentValues(deque):
 
     def p90(self) -> float:
         """p90 of the values held (0 when empty), as :func:`p90` computes it."""
-        if not self:
-            return 0.0
-        key = self._key
-        first = self[0]
-        last = self[-1]
-        if key is None or key[1] is not first or key[2] is not last or key[0] != len(self):
-            x = sorted(self)  # p90(self), inline
-            n = len(x)
-            pos = 0.9 * (n - 1)
-            lo = int(pos)
-            hi = lo + 1 if lo + 1 < n else lo
-            self._key = (n, first, last)
-            self._p90 = float(x[lo] + (x[hi] - x[lo]) * (pos - lo))
-        return self._p90
+        return recent_p90(self)
+
+
+def recent_p90(rv: RecentValues) -> float:
+    """``rv.p90()`` (a function: compiled with the simulator core, the router features' per-replica
+    reads call it without a Python method call): the cached p90 while the length and the first and
+    last objects are those of the last computation, else :func:`p90`'s arithmetic on the values."""
+    n = len(rv)
+    if not n:
+        return 0.0
+    key = rv._key
+    first = rv[0]
+    last = rv[-1]
+    if key is None or key[1] is not first or key[2] is not last or key[0] != n:
+        x = sorted(rv)  # p90(rv), inline
+        pos = 0.9 * (n - 1)
+        lo = int(pos)
+        hi = lo + 1 if lo + 1 < n else lo
+        rv._key = (n, first, last)
+        p = float(x[lo] + (x[hi] - x[lo]) * (pos - lo))
+        rv._p90 = p
+        return p
+    return rv._p90

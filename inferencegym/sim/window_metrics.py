@@ -26,6 +26,44 @@ if TYPE_CHECKING:
     from .request import Request
 
 
+def first_token_split(reqs: list[Request]) -> tuple[list[Request], list[Request]]:
+    """``reqs`` split, in their order, into those whose first token came out (``first_token_s``
+    set) and those still waiting for it and not rejected (the cluster env's reward ledger sweeps
+    its dispatched requests with it at every router decision; compiled with the simulator core)."""
+    firsts: list[Request] = []
+    keep: list[Request] = []
+    for r in reqs:
+        ft = r.first_token_s
+        if ft == ft:
+            firsts.append(r)
+        elif r.rejected_reason is None:
+            keep.append(r)
+    return firsts, keep
+
+
+def settled_split(reqs: list[Request], now: float) -> tuple[list[Request], list[Request], bool]:
+    """``reqs`` split, in their order, into those that left the system by ``now`` (completed at or
+    before it, or rejected) and those still in it, and whether one still in it is already complete
+    (its completion, the client's last token, comes after ``now``). The cluster env's reward
+    ledger sweeps its requests in the system with it (compiled with the simulator core)."""
+    gone: list[Request] = []
+    keep: list[Request] = []
+    later = False
+    for r in reqs:
+        c = r.completion_s
+        if c == c:
+            if c > now:
+                keep.append(r)
+                later = True
+            else:
+                gone.append(r)
+        elif r.rejected_reason is not None:
+            gone.append(r)
+        else:
+            keep.append(r)
+    return gone, keep, later
+
+
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)  # deep-copied (sim/interpreted.py)
 class RunLedger:
     """Run totals (submitted, completed, rejected) and the current window's arrivals, rejections and
