@@ -30,7 +30,7 @@ mean of ``_arith_mean`` with ``n = 1``, ``step = 0`` folded in (``d0 + 0.0 * ...
 from __future__ import annotations
 
 import math
-from array import array
+import struct
 from bisect import bisect_left
 from itertools import accumulate
 from operator import itemgetter
@@ -144,27 +144,30 @@ def one_value_figures(d0: list, step: list, n: list, w: list,
     m = len(d0)
     if not m or m > EXPAND_MAX or n.count(1) != m or step.count(0.0) != m:
         return None
-    vals = np.asarray(d0, dtype=np.float64)
-    if np.signbit(vals).any():
+    vals = _f64(d0)
+    if vals is None or np.signbit(vals).any():
         return None  # (-0.0 + 0.0 is 0.0: leave it to the full path)
     int_w = _int_weights(w)
     if int_w is not None:  # the speculative steps' token counts
         ex = np.repeat(vals, int_w)
         total = ex.size
-        if total and all(0 < q <= 100 for q in qs):
-            # integer weights: each value repeated weight times, sorted; the running weight sum at
-            # position i is i + 1 (exact, as the float cumsum of integers below 2**53), so the
+        if total and total < 2 ** 53 and all(0 < q <= 100 for q in qs):
+            # integer weights: each value repeated weight times, in order; the running weight sum
+            # at position i is i + 1 (exact, as the float cumsum of integers below 2**53), so the
             # first position reaching ``total * q / 100`` is its ceiling minus one: the same value
             # as the stable argsort / cumsum / searchsorted below (a value's weight all before
-            # or at its ties' end: W(< v) < target <= W(<= v) picks the same v)
-            ex.sort()
-            pcts = []
+            # or at its ties' end: W(< v) < target <= W(<= v) picks the same v). Only those
+            # positions of the sorted order are needed: ``partition`` puts each one's value
+            # there (numpy's selection orders as its sort, NaN last), without the full sort.
+            pos = []
             for q in qs:
                 i = math.ceil(float(total) * float(q) / 100.0) - 1
-                pcts.append(float(ex[i if i > 0 else 0]))
-            ws = int_w.astype(np.float64)
-            tw = ws.sum()
-            mean = math.nan if tw <= 0 else float((ws * vals).sum() / tw)
+                pos.append(i if i > 0 else 0)
+            ex.partition(sorted(set(pos)))
+            pcts = [float(ex[i]) for i in pos]
+            # the mean's weights as floats are exact integers (below 2**53): their float sum is
+            # ``total`` and the products are ``astype(float64) * vals``'s (the same casts)
+            mean = float((int_w * vals).sum()) / float(total)
             return pcts, mean
     ws = np.asarray(w, dtype=np.float64)
     order = np.argsort(vals, kind="stable")
@@ -178,11 +181,22 @@ def one_value_figures(d0: list, step: list, n: list, w: list,
     return pcts, mean
 
 
+def _f64(d0: list) -> np.ndarray | None:
+    """``d0`` as a float64 array (each value as ``float(x)``, as ``np.asarray(d0, np.float64)``
+    gives for floats), or None for a value ``struct`` does not pack as a double. ``struct.pack``
+    converts a list ~2.5x faster than ``np.asarray`` / ``array("d", ..)`` (no per-element type
+    discovery or argument parsing)."""
+    try:
+        return np.frombuffer(struct.pack(f"{len(d0)}d", *d0), dtype=np.float64)
+    except (struct.error, TypeError, OverflowError):
+        return None
+
+
 def _int_weights(w: list) -> np.ndarray | None:
     """``w`` as an int64 array when every weight is a non-negative Python int (else None)."""
     try:
-        a = np.frombuffer(array("q", w), dtype=np.int64)
-    except (TypeError, OverflowError):
+        a = np.frombuffer(struct.pack(f"{len(w)}q", *w), dtype=np.int64)
+    except (struct.error, TypeError, OverflowError):
         return None  # a float weight (or one beyond int64)
     return a if not a.size or a.min() >= 0 else None
 

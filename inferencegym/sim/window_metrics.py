@@ -138,7 +138,9 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
     """Aggregates of the window from ``ledger.win_start_s`` to ``now`` (replicas synced to now)."""
     start = ledger.win_start_s
     dur = now - start
-    tbt = TBTRecorder()
+    # one replica: its recorder is read in place (the readout only reads it), else the replicas'
+    # records concatenated in replica order
+    tbt = replicas[0].win.tbt if len(replicas) == 1 else TBTRecorder()
     tokens = 0
     qsum = 0.0
     preempt = 0
@@ -154,7 +156,8 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
     cache_occ = []
     for rep in replicas:
         w = rep.window_close(now)
-        tbt.extend(w.tbt)
+        if tbt is not w.tbt:
+            tbt.extend(w.tbt)
         tokens += w.tokens_out
         qsum += w.quality_token_sum
         preempt += w.preemptions
@@ -210,9 +213,12 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             t_ttft = pct([r.first_token_s - r.arrival_s for r in fd])
             t_tpot = pct([r.tpot_s for r in dd if r.output_tokens > 1])
             t_e2e = pct([r.completion_s - r.arrival_s for r in dd])
-            ttb = TBTRecorder()
-            for rep in replicas:
-                ttb.extend(rep.win.ttbt[ti])  # type: ignore[index]  # a tenant mix: per-tenant recorders
+            if len(replicas) == 1:
+                ttb = replicas[0].win.ttbt[ti]  # type: ignore[index]  # a tenant mix: per-tenant recorders
+            else:
+                ttb = TBTRecorder()
+                for rep in replicas:
+                    ttb.extend(rep.win.ttbt[ti])  # type: ignore[index]
             ttb_p = ttb.percentiles()
         tstats[ts.name] = TenantWindowStats(
             name=ts.name, completions=n_done,
