@@ -78,7 +78,7 @@ class TBTRecorder:
         small = small_percentiles(self.d0, self.step, self.n, self.w, qs)  # (numpy's floats)
         if small is not None:
             return small
-        ov = one_value_figures(self.d0, self.step, self.n, self.w, qs)
+        ov = one_value_figures(self.d0, self.step, self.n, self.w, qs, False)
         return ov[0] if ov is not None else weighted_arith_percentiles(*self.arrays(), qs)
 
 

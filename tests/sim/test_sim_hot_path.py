@@ -205,9 +205,17 @@ def test_one_value_window_figures_are_numpys_bit_for_bit():
         want = (weighted_arith_percentiles(*arrays, qs), _arith_mean(*arrays))
         assert np.array_equal(got[0], want[0], equal_nan=True), (got, want)
         assert got[1] == want[1] or (got[1] != got[1] and want[1] != want[1])
+        pct_only = one_value_figures(rec.d0, rec.step, rec.n, rec.w, qs, False)
+        assert np.array_equal(pct_only[0], want[0], equal_nan=True) and pct_only[1] != pct_only[1]
     assert one_value_figures([0.1, 0.2], [0.0, 1e-3], [1, 1], [1, 1], qs) is None
+    assert one_value_figures([0.1, 0.2], [0.0, float("nan")], [1, 1], [1, 1], qs) is None
     assert one_value_figures([0.1, 0.2], [0.0, 0.0], [1, 2], [1, 1], qs) is None
     assert one_value_figures([-0.0, 0.2], [0.0, 0.0], [1, 1], [1, 1], qs) is None
+    for w in ([1, 3], [1.0, 3.0]):  # a -0.0 step counts as 0.0 (as numpy's ``step == 0``)
+        rec_args = ([0.2, 0.1], [-0.0, 0.0], [1, 1], w)
+        arrays = tuple(np.asarray(a, dtype=np.float64) for a in rec_args)
+        assert one_value_figures(*rec_args, qs) == (weighted_arith_percentiles(*arrays, qs),
+                                                    _arith_mean(*arrays))
 
 
 def test_np_sum_is_numpys_float64_sum_bit_for_bit():
