@@ -43,6 +43,23 @@ GUARDS["low: keep split; any: no extra KV 0.15"] = lambda name, ra, ma: (
     GUARDS["low: keep split"](name, ra, ma) or GUARDS["any: no KV 0.15 the rule does not play"](name, ra, ma))
 
 
+def _falling(rule: PhaseRulePolicy) -> bool:
+    """The fitted sine falls at the next window (its cosine there <= 0): observable, level-2 feature 3."""
+    return float(rule.detector.features(level=2)[3]) <= 0.0
+
+
+OVERRIDES = {
+    # the flip test (issue21_adv_flips.py): in low+mega windows with the sine falling, KV 0.9 pays
+    "low+mega falling: KV 0.9": lambda rule, name, a: a.model_copy(update={"kv_budget_fraction": 0.9})
+    if name == "low+mega" and _falling(rule) else a,
+    "low+mega falling: KV 0.9; rising: KV 0.15": lambda rule, name, a: a.model_copy(
+        update={"kv_budget_fraction": 0.9 if _falling(rule) else 0.15}) if name == "low+mega" else a,
+    # one window only: the window right after the mega-prompt (the flip test's largest cell)
+    "low+mega falling first window: KV 0.9": lambda rule, name, a: a.model_copy(update={"kv_budget_fraction": 0.9})
+    if name == "low+mega" and _falling(rule) and float(rule.detector.features(level=2)[6]) < 0.1 else a,
+}
+
+
 class Guarded:
     """The module, with the rule's action where ``guard(rule phase, rule action, module action)``."""
 
@@ -56,13 +73,31 @@ class Guarded:
     def act(self, obs, info=None):
         ma = ServeAction.from_any(self.module.act(obs, info))
         ra = self.rule.act(obs, info)
-        return ra if ma != ra and self.guard(self.rule.detector.forecast(), ra, ma) else ma
+        name = self.rule.detector.forecast()
+        if self.guard in OVERRIDES.values():
+            return self.guard(self.rule, name, ma)
+        return ra if ma != ra and self.guard(name, ra, ma) else ma
+
+
+class RuleOverride(Guarded):
+    """``phase_rule`` with an override of :data:`OVERRIDES` (a rule variant, no module)."""
+
+    def __init__(self, override):
+        self.guard, self.rule = override, PhaseRulePolicy(TASK)
+
+    def reset(self, seed=None):
+        self.rule.reset(seed)
+
+    def act(self, obs, info=None):
+        ra = self.rule.act(obs, info)
+        return self.guard(self.rule, self.rule.detector.forecast(), ra)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "N"), default=(100, 200))
-    ap.add_argument("--guards", default=",".join(GUARDS))
+    ap.add_argument("--guards", default=",".join(GUARDS), help="names of GUARDS / OVERRIDES, comma-separated; "
+                    "'rule+NAME' plays phase_rule with override NAME; the first is the base of the pairing")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args()
     if args.seeds[0] + args.seeds[1] > 1000:
@@ -70,7 +105,10 @@ def main() -> None:
     seeds = range(args.seeds[0], args.seeds[0] + args.seeds[1])
     scores = {}
     for g in args.guards.split(","):
-        pol = Guarded(load_policy("pretrained:adversarial_multitenant", TASK), GUARDS[g])
+        if g.startswith("rule+"):
+            pol = RuleOverride(OVERRIDES[g.removeprefix("rule+")])
+        else:
+            pol = Guarded(load_policy("pretrained:adversarial_multitenant", TASK), {**GUARDS, **OVERRIDES}[g])
         scores[g] = [play(pol, s, None)[0] for s in seeds]
     rule = [play(PhaseRulePolicy(TASK), s, None)[0] for s in seeds]
     base = np.asarray(scores["none"])
