@@ -21,7 +21,7 @@ watermark, preemption and priority live in one place (``replica.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from .interpreted import mypyc_attr
 
@@ -94,14 +94,15 @@ class SarathiScheduler:
         rep.reserve_decode()
         n_dec = 0
         r: Request | None
-        for r in rep.running:
+        running = cast("list[Request]", rep.running)  # (a list: the compiled scans read it natively)
+        for r in running:
             if r.prefilled_tokens >= r.prefill_target:
                 n_dec += 1
         cfg = rep.cfg
         per = cfg.chunk_size
         budget = per * cfg.pipeline_parallel - n_dec
         chunks: list = []
-        for r in rep.running:
+        for r in running:
             if budget <= 0:
                 break
             rem = r.prefill_target - r.prefilled_tokens

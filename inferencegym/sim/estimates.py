@@ -26,8 +26,7 @@ are not prefilled, so they do not count.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .views import RouterReplicaView
@@ -39,10 +38,9 @@ def first_token_iterations(rep: "RouterReplicaView", prompt_tokens: int, *,
     replica ``rep`` (read through :class:`~inferencegym.sim.views.RouterReplicaView`), of
     which ``cached_tokens`` are in the replica's prefix cache and are not prefilled."""
     chunk = max(1, rep.cfg.chunk_size)
-    # requests as the view gives them, typed Any (compiled: no check of their class; fakes pass)
-    running: Sequence[Any] = rep.running
-    pw: Sequence[Any] = rep.prio_waiting
-    wt: Sequence[Any] = rep.waiting
+    running = rep.running  # (Sequence[Request]: compiled, their attributes are read natively)
+    pw = rep.prio_waiting
+    wt = rep.waiting
     # The free slots (all 0.0) are kept as a count beside the heap of the running requests' release
     # times: the same multiset of values popped in the same order as one heap of every slot (a pop
     # takes a free slot while none of the heap is below 0.0), without heapifying ``batch_cap`` zeros.

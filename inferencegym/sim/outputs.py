@@ -28,19 +28,22 @@ def feature_rows(replicas: Sequence[Replica], now: float) -> list:
     recent_p90_tbt_s``; the caller applies ``Cluster.sync()`` first. One pass over the replicas,
     shared by :class:`ReplicaFeatures` and the cluster env's router features."""
     vals: list = []
-    add = vals.extend
+    r: Request  # (compiled: the queued requests' attributes read natively)
     for rep in replicas:
         pw, w = rep.prio_waiting, rep.waiting
         kv = rep.kv  # (Replica.kv_occupancy, inline)
         if pw or w:
-            waits = [now - (r.dispatched_s if r.dispatched_s == r.dispatched_s else r.arrival_s)
-                     for q in (pw, w) for r in q]
+            waits: list[float] = []
+            for q in (pw, w):
+                for r in q:
+                    d = r.dispatched_s
+                    waits.append(now - (d if d == d else r.arrival_s))
             k = len(waits)
-            add((k, max(waits), sum(waits) / k, len(rep.running), kv.used_blocks / kv.capacity_blocks,
-                 recent_p90(rep.recent_ttft), recent_p90(rep.recent_iter)))
+            vals.extend((k, max(waits), sum(waits) / k, len(rep.running), kv.used_blocks / kv.capacity_blocks,
+                         recent_p90(rep.recent_ttft), recent_p90(rep.recent_iter)))
         else:
-            add((0, 0.0, 0.0, len(rep.running), kv.used_blocks / kv.capacity_blocks,
-                 recent_p90(rep.recent_ttft), recent_p90(rep.recent_iter)))
+            vals.extend((0, 0.0, 0.0, len(rep.running), kv.used_blocks / kv.capacity_blocks,
+                         recent_p90(rep.recent_ttft), recent_p90(rep.recent_iter)))
     return vals
 
 

@@ -216,7 +216,8 @@ class ReplicaAdmission(ReplicaAdvance):
             self.preempt(self.running[-1])
             self.preempted_in_plan = True
         self._kv_advance(self.now)
-        for r, nb in grow:  # type: ignore[union-attr]  # short > 0: grow is a list
+        grown: list[tuple[Request, int]] = grow  # type: ignore[assignment]  # short > 0: a list
+        for r, nb in grown:
             r.kv_blocks = nb
         kv.allocate(short)  # the blocks counted above, grown in place
         self._kv_peak()

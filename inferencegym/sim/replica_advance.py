@@ -326,7 +326,9 @@ class ReplicaAdvance:
 
     def _apply_spec(self, decodes: list, now: float) -> None:
         """Speculative step of ``decodes`` ending at ``now`` (``sim/spec_step.py``)."""
-        apply_spec(self, decodes, now)
+        k = self.spec_k
+        self._ubuf, self._ui = apply_spec(decodes, now, k, self._draws(k + 1), self.win, self.quality,
+                                          self._ubuf, self._ui, self.rng)
 
     # ------------------------------------------------------------------ interruption
     def _done_by(self, t: float) -> int:

@@ -11,27 +11,28 @@ from typing import TYPE_CHECKING, Any, Callable
 from .spec_draws import Draw, table_draw
 
 if TYPE_CHECKING:
-    from .replica_advance import ReplicaAdvance
+    from .metrics import ReplicaWindow
     from .request import Request
 
 
-def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> None:
+def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "ReplicaWindow", quality: float,
+               buf: list[float], ui: int, rng: Any) -> tuple[list[float], int]:
     """Speculative step: each sequence accepts a truncated-geometric number of draft tokens
     (each accepted with probability alpha until the first rejection) plus one target token:
     ``min(Geometric(1 - alpha), k + 1)`` tokens, drawn by inversion from uniforms that the
     replica's Generator produces in blocks (cheap per draw, still one seeded stream): the count
     ``min(int(log(1 - u) / log(alpha)) + 1, k + 1)``, found by comparing ``u`` with the
-    thresholds where it steps (``spec_draws``, bit-identical). ``rep``: the
-    replica (a ``ReplicaAdvance``; not imported here, which would make an import circle)."""
-    k = rep.spec_k
-    kmax = k + 1
+    thresholds where it steps (``spec_draws``, bit-identical). The replica's state comes as
+    arguments (its depth ``k``, ``got`` = ``tenant_draws``' answer for ``k + 1``, its window,
+    quality factor, uniform block ``buf`` read from ``ui`` and Generator ``rng``; typed for the
+    compiled core without importing the replica, which would make an import circle); returns the
+    block and the position after the draws taken.
+    """
     # per tenant: the accepted count when alpha is 0 or 1, else 0 and the draw's comparison table
     # (``spec_draws``: the same count as ``min(int(log(1 - u) / log(alpha)) + 1, kmax)``)
-    got = rep._draws(kmax)  # (``tenant_draws``' answer)
     lat: list[Draw] = got[0]
     ldef: Draw = got[1]
     nta = len(lat)
-    win = rep.win
     rec = win.tbt
     wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
     d0l = rec.d0  # (add_tbt's records, inline, added after the loop; step 0.0 and n 1 in bulk)
@@ -43,9 +44,7 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
         tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
         twa: list[Callable[[Any], None]] = [tr.w.append for tr in ttbt]
         tcount = [0] * len(ttbt)
-    buf = rep._ubuf
     nbuf = len(buf)
-    ui = rep._ui
     toks = 0
     acc = 0
     s = 0
@@ -61,7 +60,7 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
         j = j0
         if not j:
             if ui >= nbuf:
-                buf = rep._ubuf = rep.rng.random(4096).tolist()
+                buf = rng.random(4096).tolist()
                 nbuf = len(buf)
                 ui = 0
             u = buf[ui]
@@ -94,7 +93,6 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
         r.generated_tokens += n
         r.kv_tokens += n
         toks += n
-    rep._ui = ui
     d0l += pv
     wl += nv
     rec.step += [0.0] * B
@@ -107,4 +105,5 @@ def apply_spec(rep: "ReplicaAdvance", decodes: list[Request], now: float) -> Non
     win.spec_proposed += B * k
     win.spec_accepted += acc - B
     win.tokens_out += toks
-    win.quality_token_sum += rep.quality * toks
+    win.quality_token_sum += quality * toks
+    return buf, ui

@@ -12,14 +12,19 @@ from inferencegym.envs.cluster_env import ROUTER, ROUTER_FEATURES, ClusterEnv
 from inferencegym.evaluation.cluster import evaluate_cluster_policy
 from inferencegym.policies.routers import get_router_policy
 from inferencegym.sim.estimates import first_token_iterations
+from inferencegym.sim.request import Request
 
 COL = ROUTER_FEATURES.index("est_ttft")
 
 
 def _req(prompt, out, generated=0, prefilled=None):
-    prefilled = prompt if prefilled is None else prefilled
-    return SimpleNamespace(prompt_tokens=prompt, output_tokens=out, generated_tokens=generated,
-                           prefill_target=prompt, prefilled_tokens=prefilled)
+    """A request in the given state (a real ``Request``: compiled, the estimate reads its
+    attributes natively and checks its class)."""
+    r = Request(req_id=0, arrival_s=0.0, prompt_tokens=prompt, output_tokens=out)
+    r.generated_tokens = generated
+    r.prefill_target = prompt
+    r.prefilled_tokens = prompt if prefilled is None else prefilled
+    return r
 
 
 def _rep(cap, running=(), waiting=(), chunk=100):
