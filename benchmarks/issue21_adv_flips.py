@@ -30,20 +30,9 @@ from inferencegym.envs.actions import ServeAction  # noqa: E402
 from inferencegym.envs.serve_env import LLMServeEnv  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 from inferencegym.rl.policy_loader import load_policy  # noqa: E402
-from inferencegym.rl.rollout_labels import GRADE_REWARD  # noqa: E402
+from inferencegym.rl.rollout_labels import GRADE_REWARD, rollout_return  # noqa: E402
 
 TASK = "adversarial_multitenant"
-
-
-def _rollout(env, first, pol, horizon: int) -> float:
-    total, a = 0.0, first
-    for _ in range(horizon):
-        obs, r, term, trunc, info = env.step(a)
-        total += float(r)
-        if term or trunc:
-            break
-        a = ServeAction.from_any(pol.act(obs, info))
-    return total
 
 
 def episode(mod, seed: int, horizon: int) -> list[tuple]:
@@ -64,7 +53,7 @@ def episode(mod, seed: int, horizon: int) -> list[tuple]:
             for kv in (0.15, 0.9):
                 m = copy.deepcopy(before)
                 m.act(obs, info)
-                q.append(_rollout(copy.deepcopy(env), a.model_copy(update={"kv_budget_fraction": kv}), m, horizon))
+                q.append(rollout_return(copy.deepcopy(env), a.model_copy(update={"kv_budget_fraction": kv}), m, horizon))
             rows.append((seed, w, float(f[6]) * 10, float(f[0]), float(f[3]), float(a.kv_budget_fraction > 0.5),
                          q[1] - q[0]))
         obs, _, term, trunc, info = env.step(a)

@@ -57,15 +57,16 @@ def candidate_actions(task_id: str, tables: Sequence[str] = ("phase_rule",)) -> 
     return list(dict.fromkeys([*acts, *out]))
 
 
-def _rollout(env: LLMServeEnv, first: ServeAction, rule: Any, horizon: int) -> float:
-    """Sum of rewards of ``first`` then ``rule`` for ``horizon`` windows (fewer at the episode's end)."""
+def rollout_return(env: LLMServeEnv, first: ServeAction, rule: Any, horizon: int) -> float:
+    """Sum of rewards of ``first`` then ``rule`` for ``horizon`` windows (fewer at the episode's end);
+    ``rule.act`` may answer any form :meth:`ServeAction.from_any` takes (a loaded module's dict too)."""
     total, a = 0.0, first
     for _ in range(horizon):
         obs, r, term, trunc, info = env.step(a)
         total += float(r)
         if term or trunc:
             break
-        a = rule.act(obs, info)
+        a = ServeAction.from_any(rule.act(obs, info))
     return total
 
 
@@ -98,7 +99,7 @@ def label_episode(task_id: str, seed: int, *, actor: Callable[[Any, dict], Any] 
             for i, c in enumerate(cands):
                 r = copy.deepcopy(before)
                 r.act(obs, info)  # the continuation has read this window, whatever is played
-                q[i] = _rollout(copy.deepcopy(env), c, r, horizon)
+                q[i] = rollout_return(copy.deepcopy(env), c, r, horizon)
         a = ServeAction.from_any(actor(obs, info)) if actor is not None else a_rule
         obs_l.append(np.asarray(obs, dtype=np.float32).reshape(-1))
         q_l.append(q)
