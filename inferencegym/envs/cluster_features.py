@@ -90,7 +90,6 @@ class RouterFeatures:
         self._iter_s_cache: dict[tuple[int, int], float] = {}
         self.on_knobs_changed(batch_caps)
         self._sim = array("f", bytes(4 * self.n * _N_SIM))  # zeros until the first replicas() call
-        self._last_sim = None
         self.fits = [True] * self.n
 
     def on_knobs_changed(self, batch_caps: np.ndarray) -> None:
@@ -122,23 +121,13 @@ class RouterFeatures:
         # as rounding first (the bounds are float32 numbers, the rounding monotonic); NaN kept
         out = np.frombuffer(array("f", vals), dtype=np.float32).reshape(self.n, -1)
         self._sim = sim
-        self._last_sim = None
         self.fits = fits
         return out
 
-    @property
-    def last_sim(self) -> np.ndarray:
-        """The simulator's seven columns (float32, ``(N, 7)``) read by the last :meth:`replicas`
-        call (built when first asked: most decisions only need :meth:`outstanding_and_kv`)."""
-        m = self._last_sim
-        if m is None:
-            m = self._last_sim = np.frombuffer(self._sim, dtype=np.float32).reshape(self.n, _N_SIM)
-        return m
-
     def outstanding_and_kv(self) -> tuple[np.ndarray, np.ndarray]:
-        """(queued + running, KV occupancy) per replica (float32) from the last :meth:`replicas`
-        call: ``last_sim[:, 0] + last_sim[:, 3]`` and ``last_sim[:, 4]``."""
-        f = np.frombuffer(self._sim, dtype=np.float32)  # (last_sim, flat: the same values)
+        """(queued + running, KV occupancy) per replica (float32) from the simulator columns the
+        last :meth:`replicas` call read (``_sim``, flat: columns 0 + 3 and column 4)."""
+        f = np.frombuffer(self._sim, dtype=np.float32)
         return f[0::_N_SIM] + f[3::_N_SIM], f[4::_N_SIM]
 
     def _prefix_columns(self, req) -> list[tuple[float, float, float]]:
