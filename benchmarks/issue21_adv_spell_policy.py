@@ -116,9 +116,11 @@ def fit(args) -> None:
     d = load(args.labels)
     keep = d["dropped_before"] < 0.5 if args.undropped_only else np.ones(len(d["y"]), bool)
     x, y, ep = d["x"][keep], d["y"][keep], d["ep"][keep]
-    print(f"{d['files']} episodes, {len(y)} labelled windows; drop pays in {(y > 0).mean():.2%}, mean {y.mean():+.3f}")
+    report = [f"{d['files']} episodes, {len(y)} labelled windows; drop pays in {(y > 0).mean():.2%}, mean {y.mean():+.3f}"]
+    print(report[0])
     cols = np.arange(x.shape[1])
-    # 3-fold CV by episode: value of acting on the prediction (sum of labels where pred > m) per episode
+    # 3-fold CV by episode: the labels summed where the held-out prediction exceeds m, per episode
+    # (one-window sums: they overlap within a spell, so they rank margins, they are not grades)
     folds = ep % 3
     for clip in args.clips:
         preds = np.zeros(len(y))
@@ -132,11 +134,17 @@ def fit(args) -> None:
             sel = preds > mg
             line.append(f"m{mg:+.1f}: drop {sel.mean():.0%} gain/ep {y[sel].sum() / n_ep:+.3f}")
         line.append(f"module's drops gain/ep {y[d['kv_played'][keep] > 0.5].sum() / n_ep:+.3f}")
-        print("; ".join(line), flush=True)
+        report.append("; ".join(line))
+        print(report[-1], flush=True)
     m = AdvantageModel(x.shape[1], 1, cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
     m.fit(x, y[:, None], epochs=args.epochs)
     m.save(args.model)
     print(f"wrote {args.model} (clip {args.clips[0]})")
+    if args.json_out:
+        import json
+
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv_spell_policy.py " + " ".join(sys.argv[1:]),
+                                             "cross_validation": report}, indent=1))
 
 
 def main() -> None:
@@ -149,6 +157,7 @@ def main() -> None:
     f.add_argument("--hidden", type=int, default=32)
     f.add_argument("--epochs", type=int, default=60)
     f.add_argument("--undropped-only", action="store_true")
+    f.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args()
     if args.cmd == "fit":
         fit(args)
