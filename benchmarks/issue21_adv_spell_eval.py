@@ -51,6 +51,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "N"), required=True)
     ap.add_argument("--policy", action="append", default=[], help="NAME=SPEC (repeatable)")
+    ap.add_argument("--reuse", type=Path, default=None, help="a JSON of this script on the same seeds: its "
+                    "phase_rule and module grades are reused")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args()
     seeds = list(range(args.seeds[0], args.seeds[0] + args.seeds[1]))
@@ -60,7 +62,14 @@ def main() -> None:
         if not sep:
             sys.exit(f"--policy takes NAME=SPEC; got {p!r}")
         specs[name] = spec
-    scores = {n: np.asarray([grade(make_actor(s), seed) for seed in seeds]) for n, s in specs.items()}
+    reuse = {}
+    if args.reuse:  # per-seed grades are deterministic: take the baselines' from an earlier run on these seeds
+        old = json.loads(args.reuse.read_text())
+        if old["seeds"] != seeds:
+            sys.exit(f"--reuse {args.reuse}: its seeds are not {seeds[0]}..{seeds[-1]}")
+        reuse = {r["name"]: np.asarray(r["scores"]) for r in old["rows"] if r["name"] in ("phase_rule", "module")}
+    scores = {n: reuse[n] if n in reuse else np.asarray([grade(make_actor(s), seed) for seed in seeds])
+              for n, s in specs.items()}
     rows = []
     for n, s in scores.items():
         r = {"name": n, "spec": specs[n], "mean": float(s.mean()), "scores": [float(v) for v in s]}
