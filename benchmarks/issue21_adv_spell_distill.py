@@ -58,7 +58,9 @@ def episode(student, teacher, shipped, seed: int, teacher_plays: bool):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--teacher", required=True)
+    ap.add_argument("--teacher", default=None)
+    ap.add_argument("--ship", type=Path, default=None, help="a round's export dir (with log.json beside it): "
+                    "re-export it as pretrained:adversarial_multitenant (the shipped format)")
     ap.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "N"), default=(300, 40))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=8)
@@ -66,6 +68,11 @@ def main() -> None:
     ap.add_argument("--upweight", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("ray_results/adv_spell_student"))
     args = ap.parse_args()
+    if args.ship is not None:
+        ship(args.ship)
+        return
+    if args.teacher is None:
+        ap.error("give --teacher SPEC (or --ship DIR)")
     first, n = args.seeds
     if first + n * args.rounds > 500:
         sys.exit(f"distillation uses training seeds (< 500): rounds x N from FIRST reach {first + n * args.rounds - 1}")
@@ -110,6 +117,30 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     (args.out / "log.json").write_text(json.dumps({"command": "benchmarks/issue21_adv_spell_distill.py "
                                                    + " ".join(sys.argv[1:]), "rounds": log}, indent=1))
+
+
+def ship(src: Path) -> None:
+    """Re-export round ``src`` (``.../rK``) as ``pretrained:adversarial_multitenant``."""
+    import shutil
+
+    log = json.loads((src.parent / "log.json").read_text())
+    rnd = int(src.name.removeprefix("r"))
+    rounds = [r for r in log["rounds"] if r["round"] <= rnd]
+    pol = load_exported(src, TASK)
+    mc = json.loads((src / "default_policy" / "module.json").read_text())
+    out = PRETRAINED_DIR / TASK
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    export_module(pol.module, tmp, module_type=mc["type"], model_config=mc["model_config"], module_id="default_policy",
+                  task_id=TASK, kind="single",
+                  extra={"train": {"env_steps": rounds[-1]["rows"], "train_time_s": round(sum(r["seconds"] for r in rounds), 1),
+                                   "seed": 0},
+                         "command": "OMP_NUM_THREADS=1 .venv/bin/python " + log["command"],
+                         "selected": f"round {rnd} of the spell-guard distillation (validation seeds 500-539)",
+                         "record": "benchmarks/results/issue21/ninth_spell_distill_log.json"})
+    shutil.rmtree(out)
+    tmp.replace(out)
+    print(f"shipped {src} as {out}")
 
 
 if __name__ == "__main__":
