@@ -62,6 +62,11 @@ def main() -> None:
         if not sep:
             sys.exit(f"--policy takes NAME=SPEC; got {p!r}")
         specs[name] = spec
+    for n, s in specs.items():  # bad specs fail here, in one line, before any episode runs
+        try:
+            make_actor(s)
+        except ValueError as e:
+            sys.exit(f"--policy {n}={s}: {e}")
     reuse = {}
     if args.reuse:  # per-seed grades are deterministic: take the baselines' from an earlier run on these seeds
         old = json.loads(args.reuse.read_text())

@@ -83,15 +83,28 @@ def make_actor(spec: str):
     """``spell:MODEL.pt@MARGIN[@MODE]`` -> :class:`SpellPolicy` on the shipped module; ``export:DIR`` -> an
     exported module; ``phase_rule``; else a ``load_policy`` spec."""
     if spec.startswith("spell:"):
-        path, margin, *mode = spec.removeprefix("spell:").split("@")
+        path, _, rest = spec.removeprefix("spell:").partition("@")
+        margin, _, mode = rest.partition("@")
+        try:
+            margin_f = float(margin)
+        except ValueError:
+            raise ValueError(f"spell spec {spec!r}: expected spell:MODEL.pt@MARGIN[@MODE] with a number as "
+                             f"MARGIN, e.g. spell:benchmarks/results/issue21/ninth_spell_r0.pt@0.1") from None
+        if not Path(path).is_file():
+            raise ValueError(f"spell spec {spec!r}: no regressor file {path!r} (fit one with "
+                             f"`issue21_adv_spell_policy.py fit`)")
         return SpellPolicy(load_policy("pretrained:adversarial_multitenant", TASK), AdvantageModel.load(path),
-                           float(margin), *(mode or ["replace"]))
+                           margin_f, mode or "replace")
     if spec == "phase_rule":
         return PhaseRulePolicy(TASK)
     if spec.startswith("export:"):  # a module written by issue21_adv_spell_distill.py (export_module format)
         from inferencegym.rl.policy_loader import load_exported
 
-        return load_exported(spec.removeprefix("export:"), TASK)
+        path = spec.removeprefix("export:")
+        if not (Path(path) / "module.json").is_file():
+            raise ValueError(f"export spec {spec!r}: no module.json in {path!r} (a directory written by "
+                             f"issue21_adv_spell_distill.py, e.g. ray_results/adv_spell_student/r2)")
+        return load_exported(path, TASK)
     return load_policy(spec, TASK)
 
 
