@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any
+from bisect import bisect_right
+from typing import Any, Final
 
 Draw = tuple[int, float, float, float, float, float, Any]
 """One tenant's draw spec from :func:`tenant_draws`: ``(fixed, a1, b1, a2, b2, a3, table)`` (typed,
@@ -102,17 +103,26 @@ def draw_table(lg: float, kmax: int) -> tuple | None:
     return table
 
 
+_NATIVE: Final = type(formula_draw).__name__ != "function"
+"""Whether this module runs compiled (the accel build): :func:`table_draw` then scans the edges
+(a few unboxed compares) instead of calling ``bisect_right`` through the module's globals (a
+boxed call, twice the time); interpreted, ``bisect_right`` (C) is the cheaper. The same answer."""
+
+
 def table_draw(u: float, table: tuple) -> int:
     """The accepted count for uniform ``u`` from a :func:`draw_table` (the loops inline its
-    first three cases and call it for the rest): the zone edges at or below ``u`` counted in
-    order (``bisect_right``'s answer: the edges are sorted; a scan of at most ``2 * (kmax - 1)``
-    unboxed compares in the compiled core instead of a call through the module's globals)."""
+    first three cases and call it for the rest): the number of zone edges at or below ``u``
+    (``bisect_right``; the edges are sorted, so a scan up to the first edge above ``u`` gives the
+    same count) says the zone or the count between zones."""
     edges: tuple[float, ...] = table[5]
-    i = 0
-    for x in edges:
-        if x > u:
-            break
-        i += 1
+    if _NATIVE:
+        i = 0
+        for x in edges:
+            if x > u:
+                break
+            i += 1
+    else:
+        i = bisect_right(edges, u)
     if i & 1:  # inside a zone: the formula answers
         lg: float = table[6]
         kmax: int = table[7]
