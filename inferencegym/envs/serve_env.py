@@ -317,7 +317,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             self._cluster.submit(reqs)
         end = (w + 1) * t.window_s
         self._cluster.run_until(end)
-        stats = self._cluster.window_stats(reset=True)
+        stats = self._cluster.window_stats(reset=True, brief=True)  # (only what _window_figures reads)
         self._step = w + 1
         raw, offered_t, good_t = self._window_figures(stats, lo, hi)
         g_term = grade_term(good_tokens=good_t, tenant_weights=self._tenant_weights,

@@ -87,10 +87,12 @@ class ClusterReadout:
                                         f"{led.rejected} + in system {queued + in_heap + pending} "
                                         f"!= submitted {led.submitted}")
 
-    def window_stats(self, reset: bool = True) -> WindowStats:
-        """Aggregates since the last reset (or the start)."""
+    def window_stats(self, reset: bool = True, brief: bool = False) -> WindowStats:
+        """Aggregates since the last reset (or the start). ``brief``: without the figures no env
+        step reads (``collect_window``: the TBT mean, end-to-end / TPOT / queueing percentiles and
+        the tenants' latency percentiles are NaN)."""
         self.sync()
-        ws = collect_window(self.replicas, self.config.tenants, self.ledger, self.now_s)
+        ws = collect_window(self.replicas, self.config.tenants, self.ledger, self.now_s, brief)
         if reset:
             self.ledger.reset_window(self.now_s)
             for rep in self.replicas:
