@@ -249,6 +249,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         s_wl, s_sim = self.np_random.integers(0, 2**63 - 1, size=2)
         self._wl = generate_episode_workload(self.workload_task(), np.random.default_rng(int(s_wl)))
         self._cluster, self._action = self._make_cluster(np.random.default_rng(int(s_sim)))
+        self._cluster.skip_tenant_tbt()  # (nothing here reads a tenant's TBT: not recorded)
         self._step = 0
         self._next_req_id = 0
         self._records: list[tuple] = []
@@ -486,7 +487,9 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
 
     @property
     def cluster(self):
-        """The underlying simulator (read-only use: metrics, per-request results)."""
+        """The underlying simulator (read-only use: metrics, per-request results). It records no
+        per-tenant TBT samples (``Cluster.skip_tenant_tbt``: the env never reads them), so its
+        ``window_stats`` give every tenant's ``tbt_s`` as NaN."""
         return self._cluster
 
 

@@ -99,6 +99,15 @@ class ClusterReadout:
                 rep.reset_window(self.now_s)
         return ws
 
+    def skip_tenant_tbt(self) -> None:
+        """Stop recording each tenant's time-between-token samples (from the current window on):
+        for a reader that never looks at them (``LLMServeEnv``: its observation, reward and info
+        read the cluster's TBT only). The replicas then record TBT as with one tenant (the same
+        cluster records, no per-tenant ones: cheaper speculative steps and window resets), and
+        ``window_stats`` gives every tenant's ``tbt_s`` as NaN. Nothing else changes."""
+        for rep in self.replicas:
+            rep.win.ttbt = None
+
     def closed_window_completions(self) -> tuple[list[Request], list[bool]]:
         """The requests completed in the window closed by the last ``window_stats(reset=True)``,
         in completion order, and whether each met its SLO (``slo.meets_slo``, decided once)."""

@@ -231,13 +231,15 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             t_ttft = pct([r.first_token_s - r.arrival_s for r in fd])
             t_tpot = pct([r.tpot_s for r in dd if r.output_tokens > 1])
             t_e2e = pct([r.completion_s - r.arrival_s for r in dd])
-            if len(replicas) == 1:
-                ttb = replicas[0].win.ttbt[ti]  # type: ignore[index]  # a tenant mix: per-tenant recorders
+            if any(rep.win.ttbt is None for rep in replicas):
+                ttb_p = _NAN3  # (``ClusterReadout.skip_tenant_tbt``: not recorded)
+            elif len(replicas) == 1:
+                ttb_p = replicas[0].win.ttbt[ti].percentiles()  # type: ignore[index]  # per-tenant recorders
             else:
                 ttb = TBTRecorder()
                 for rep in replicas:
                     ttb.extend(rep.win.ttbt[ti])  # type: ignore[index]
-            ttb_p = ttb.percentiles()
+                ttb_p = ttb.percentiles()
         tstats[ts.name] = TenantWindowStats(
             name=ts.name, completions=n_done,
             ttft_s=pdict(t_ttft),
