@@ -149,10 +149,6 @@ def one_value_figures(d0: list, step: list, n: list, w: list, qs: tuple[float, .
     # element instead of ``count(0.0)``'s float comparison)
     if not m or m > EXPAND_MAX or n.count(1) != m or any(step):
         return None
-    if not with_mean and COMPILED and m <= MAX_SELECT_RECORDS:  # (numpy's set-up dominates here)
-        sel = int_weight_percentiles(d0, w, qs)
-        if sel is not None:
-            return sel, math.nan
     vals = _f64(d0)
     if vals is None or np.signbit(vals).any():
         return None  # (-0.0 + 0.0 is 0.0: leave it to the full path)
@@ -190,95 +186,6 @@ def one_value_figures(d0: list, step: list, n: list, w: list, qs: tuple[float, .
     tw = ws.sum()  # (n * w).sum() with n = 1.0
     mean = math.nan if tw <= 0 else float((ws * vals).sum() / tw)
     return pcts, mean
-
-
-MAX_SELECT_RECORDS = 256
-"""Records up to which ``one_value_figures`` takes :func:`int_weight_percentiles` for percentiles
-without the mean, when compiled (measured: 7.7 us against numpy's 16.9 us at 90 records, even at
-~400; interpreted it is ~3x slower than numpy's path at any size)."""
-
-MAX_SELECT_WEIGHT = 16
-"""The largest record weight :func:`int_weight_percentiles` takes (speculative records weigh the
-accepted tokens, at most depth + 1 = 9)."""
-
-
-def int_weight_percentiles(d0: list, w: list, qs: tuple[float, ...]) -> list[float] | None:
-    """The inverted-CDF percentiles of one-value records (value ``d0[i]`` repeated ``w[i]`` times)
-    when every value is a positive float or +0.0 and every weight an int in 0..
-    :data:`MAX_SELECT_WEIGHT` (the speculative steps' records), or None. The same values as
-    ``one_value_figures``' integer-weight path (a function of the repeated values' multiset: position
-    ``ceil(total * q / 100) - 1`` of their sorted order) without numpy: the values split by weight,
-    each part sorted (``list.sort``'s float comparison), then merged in order, adding each value's
-    weight until every position is reached."""
-    m = len(d0)
-    if m != len(w):
-        return None
-    parts: list[list[float]] = [[] for _ in range(MAX_SELECT_WEIGHT + 1)]
-    total = 0
-    for i in range(m):
-        x = d0[i]
-        c = w[i]
-        if type(x) is not float or type(c) is not int:
-            return None
-        v: float = x
-        k: int = c
-        if not v > 0.0 and not (v == 0.0 and math.copysign(1.0, v) > 0.0):
-            return None  # negative, -0.0 or NaN: numpy's path decides
-        if k < 0 or k > MAX_SELECT_WEIGHT:
-            return None
-        total += k
-        if k:
-            parts[k].append(v)
-    if not total or total >= 2 ** 53:
-        return None
-    pos: list[int] = []
-    for q in qs:
-        if not 0 < q <= 100:
-            return None
-        p = math.ceil(float(total) * float(q) / 100.0) - 1
-        pos.append(p if p > 0 else 0)
-    ws: list[int] = []
-    vals: list[list[float]] = []
-    for k in range(1, MAX_SELECT_WEIGHT + 1):
-        part = parts[k]
-        if part:
-            part.sort()
-            ws.append(k)
-            vals.append(part)
-    nparts = len(vals)
-    at = [0] * nparts
-    ends = [len(v) for v in vals]
-    out = [0.0] * len(pos)
-    left = len(pos)
-    cum = 0  # the weight of the values taken so far (all values below ``v`` when it is taken)
-    while left:
-        # the smallest value not yet taken, and every part's records of it
-        v = math.inf
-        for j in range(nparts):
-            if at[j] < ends[j]:
-                x2 = vals[j][at[j]]
-                if x2 < v:
-                    v = x2
-        for j in range(nparts):
-            part = vals[j]
-            a = at[j]
-            e = ends[j]
-            k = ws[j]
-            while a < e and part[a] == v:
-                cum += k
-                a += 1
-            at[j] = a
-        for t in range(len(pos)):
-            if pos[t] >= 0 and pos[t] < cum:  # the first value whose running weight passes it
-                out[t] = v
-                pos[t] = -1
-                left -= 1
-    return out
-
-
-COMPILED: bool = type(int_weight_percentiles).__name__ != "function"
-"""Whether this module runs compiled (mypyc's functions are built-ins): ``one_value_figures`` then
-takes :func:`int_weight_percentiles` for percentiles without the mean of small windows."""
 
 
 def _f64(d0: list) -> np.ndarray | None:
