@@ -68,7 +68,7 @@ class Cluster(ClusterReadout):
         self.rng = rng if rng is not None else np.random.default_rng(0)
         rc = config.replica
         if execution_model is None:
-            execution_model = ExecutionModel.from_preset(
+            execution_model = ExecutionModel.shared_preset(  # (one per process: memos stay warm)
                 model=rc.model, gpu=rc.gpu, tensor_parallel=rc.tensor_parallel,
                 quantization=rc.quantization, gpu_hour_usd=config.gpu_hour_usd,
                 engine_profile=rc.engine_profile, expert_parallel=rc.expert_parallel,

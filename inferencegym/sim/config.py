@@ -153,41 +153,50 @@ class ReplicaConfig:
     > 1 needs ``scheduler="vllm"`` and ``speculation_depth=0``."""
 
     def __post_init__(self) -> None:
-        _check(self.tensor_parallel in (1, 2, 4, 8),
-               f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
-        _check(self.expert_parallel in (1, 2, 4, 8, 16, 32, 64),
-               f"expert_parallel must be 1, 2, 4, ..., 64, got {self.expert_parallel}")
-        _check(self.pipeline_parallel in (1, 2, 4, 8),
-               f"pipeline_parallel must be 1, 2, 4 or 8, got {self.pipeline_parallel}")
-        _check(self.pipeline_parallel == 1 or self.speculation_depth == 0,
-               f"speculative decoding with pipeline_parallel={self.pipeline_parallel} is not modelled; "
-               f"set speculation_depth=0 or pipeline_parallel=1")
-        _check(self.kv_cache_dtype in ("auto", "fp8"),
-               f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
-        _check(self.cpu_kv_gb >= 0, f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")
-        _check(self.cpu_kv_link_gb_s is None or self.cpu_kv_link_gb_s > 0,
-               f"cpu_kv_link_gb_s must be > 0 GB/s or None (the GPU's host link), got {self.cpu_kv_link_gb_s}")
-        _check(self.cpu_kv_connector in ("offload", "lmcache"),
-               f"cpu_kv_connector must be 'offload' or 'lmcache', got {self.cpu_kv_connector!r}")
-        _check(self.quantization in QUANTIZATION_TIERS,
-               f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
-        _check(self.batch_cap >= 1, f"batch_cap must be >= 1, got {self.batch_cap}")
-        _check(self.chunk_size >= 16, f"chunk_size must be >= 16 tokens, got {self.chunk_size}")
-        _check(self.max_tokens_per_iter >= 1, f"max_tokens_per_iter must be >= 1, got {self.max_tokens_per_iter}")
-        _check(0.0 < self.kv_budget_fraction <= 1.0,
-               f"kv_budget_fraction must be in (0, 1], got {self.kv_budget_fraction}")
-        _check(self.block_size >= 1, f"block_size must be >= 1, got {self.block_size}")
-        _check(0.0 <= self.watermark_fraction < 0.5,
-               f"watermark_fraction must be in [0, 0.5), got {self.watermark_fraction}")
-        _check(0 <= self.speculation_depth <= 8,
-               f"speculation_depth must be in 0..8, got {self.speculation_depth}")
-        _check(0.0 <= self.spec_acceptance <= 1.0,
-               f"spec_acceptance must be in [0, 1], got {self.spec_acceptance}")
-        _check(self.host_to_gpu_gb_s > 0, f"host_to_gpu_gb_s must be > 0, got {self.host_to_gpu_gb_s}")
-        _check(isinstance(self.prefix_caching, bool),
-               f"prefix_caching must be True or False, got {self.prefix_caching!r}")
-        _check(isinstance(self.num_scheduler_steps, int) and self.num_scheduler_steps >= 1,
-               f"num_scheduler_steps must be an integer >= 1, got {self.num_scheduler_steps!r}")
+        # (plain tests, the messages formatted only on failure: a running replica's config is
+        # rebuilt at every knob change)
+        if not (self.tensor_parallel in (1, 2, 4, 8)):
+            raise ValueError(f"tensor_parallel must be 1, 2, 4 or 8, got {self.tensor_parallel}")
+        if not (self.expert_parallel in (1, 2, 4, 8, 16, 32, 64)):
+            raise ValueError(f"expert_parallel must be 1, 2, 4, ..., 64, got {self.expert_parallel}")
+        if not (self.pipeline_parallel in (1, 2, 4, 8)):
+            raise ValueError(f"pipeline_parallel must be 1, 2, 4 or 8, got {self.pipeline_parallel}")
+        if not (self.pipeline_parallel == 1 or self.speculation_depth == 0):
+            raise ValueError(f"speculative decoding with pipeline_parallel={self.pipeline_parallel} is not "
+                             f"modelled; set speculation_depth=0 or pipeline_parallel=1")
+        if not (self.kv_cache_dtype in ("auto", "fp8")):
+            raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
+        if not (self.cpu_kv_gb >= 0):
+            raise ValueError(f"cpu_kv_gb must be >= 0 (GB of host memory), got {self.cpu_kv_gb}")
+        if not (self.cpu_kv_link_gb_s is None or self.cpu_kv_link_gb_s > 0):
+            raise ValueError(f"cpu_kv_link_gb_s must be > 0 GB/s or None (the GPU's host link), "
+                             f"got {self.cpu_kv_link_gb_s}")
+        if not (self.cpu_kv_connector in ("offload", "lmcache")):
+            raise ValueError(f"cpu_kv_connector must be 'offload' or 'lmcache', got {self.cpu_kv_connector!r}")
+        if not (self.quantization in QUANTIZATION_TIERS):
+            raise ValueError(f"unknown quantization {self.quantization!r}; valid: {', '.join(QUANTIZATION_TIERS)}")
+        if not (self.batch_cap >= 1):
+            raise ValueError(f"batch_cap must be >= 1, got {self.batch_cap}")
+        if not (self.chunk_size >= 16):
+            raise ValueError(f"chunk_size must be >= 16 tokens, got {self.chunk_size}")
+        if not (self.max_tokens_per_iter >= 1):
+            raise ValueError(f"max_tokens_per_iter must be >= 1, got {self.max_tokens_per_iter}")
+        if not (0.0 < self.kv_budget_fraction <= 1.0):
+            raise ValueError(f"kv_budget_fraction must be in (0, 1], got {self.kv_budget_fraction}")
+        if not (self.block_size >= 1):
+            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+        if not (0.0 <= self.watermark_fraction < 0.5):
+            raise ValueError(f"watermark_fraction must be in [0, 0.5), got {self.watermark_fraction}")
+        if not (0 <= self.speculation_depth <= 8):
+            raise ValueError(f"speculation_depth must be in 0..8, got {self.speculation_depth}")
+        if not (0.0 <= self.spec_acceptance <= 1.0):
+            raise ValueError(f"spec_acceptance must be in [0, 1], got {self.spec_acceptance}")
+        if not (self.host_to_gpu_gb_s > 0):
+            raise ValueError(f"host_to_gpu_gb_s must be > 0, got {self.host_to_gpu_gb_s}")
+        if not (isinstance(self.prefix_caching, bool)):
+            raise ValueError(f"prefix_caching must be True or False, got {self.prefix_caching!r}")
+        if not (isinstance(self.num_scheduler_steps, int) and self.num_scheduler_steps >= 1):
+            raise ValueError(f"num_scheduler_steps must be an integer >= 1, got {self.num_scheduler_steps!r}")
         if self.num_scheduler_steps > 1:
             _check(self.scheduler == "vllm" and self.speculation_depth == 0,
                    f"num_scheduler_steps={self.num_scheduler_steps} (multi-step) needs scheduler='vllm' and "

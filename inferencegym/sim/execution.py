@@ -107,6 +107,8 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         self.pipeline_parallel = int(pipeline_parallel)
         """Pipeline stages (``sim/pipeline.py``): consecutive layer groups on ``pipeline_parallel``
         GPU groups, the step cut into micro-batches (1: no pipeline)."""
+        self._shared_key: tuple | None = None
+        """The key of this model in the process's shared models (:meth:`shared_preset`), or None."""
         self._setup()
 
     # ------------------------------------------------------------------ construction
@@ -126,6 +128,7 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         expert_parallel: int = 1,
         kv_cache_dtype: str = "auto",
         pipeline_parallel: int = 1,
+        _share: bool = False,
     ) -> ExecutionModel:
         """Model of ``model`` on ``tensor_parallel`` GPUs of type ``gpu`` at a quantization tier.
 
@@ -150,15 +153,35 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
             engine_profile = "kernel-only"
         profile = check_engine_profile(engine_profile or DEFAULT_ENGINE_PROFILE)
         kernel, engine, fitted = _params_for(gp.name, gp.network_profile, profile)
-        return cls(model=mp, gpu=gp, tensor_parallel=tensor_parallel, quantization=qt,
-                   kernel=kernel, engine=engine, draft=dp, engine_overhead=profile != "kernel-only",
-                   gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
-                   calibrated=fitted and gp.calibrated, engine_profile=profile,
-                   expert_parallel=expert_parallel, kv_cache_dtype=kv_cache_dtype,
-                   pipeline_parallel=pipeline_parallel)
+        args = dict(model=mp, gpu=gp, tensor_parallel=tensor_parallel, quantization=qt,
+                    kernel=kernel, engine=engine, draft=dp, engine_overhead=profile != "kernel-only",
+                    gpu_memory_utilization=gpu_memory_utilization, gpu_hour_usd=gpu_hour_usd,
+                    calibrated=fitted and gp.calibrated, engine_profile=profile,
+                    expert_parallel=expert_parallel, kv_cache_dtype=kv_cache_dtype,
+                    pipeline_parallel=pipeline_parallel)
+        return _shared(cls, args) if _share else cls(**args)
+
+    @classmethod
+    def shared_preset(cls, model: str = "llama-2-7b", gpu: str = "a100-80gb", tensor_parallel: int = 1,
+                      quantization: str = "fp16", **kw: Any) -> ExecutionModel:
+        """:meth:`from_preset`'s model, one instance per distinct set of constructor inputs in this
+        process (a bounded memo keyed by the resolved presets and parameters, compared by value):
+        the methods are pure memoised functions of those inputs, so a model shared by every
+        cluster built alike (an env's resets) answers as a fresh one, with its memos warm. The
+        tiers of :meth:`with_quantization` of a shared model are shared the same way. A model
+        handed out here must not be changed (nothing in the simulator changes one)."""
+        return cls.from_preset(model, gpu, tensor_parallel, quantization, _share=True, **kw)
 
     def _replace(self, **kw) -> ExecutionModel:
-        args: dict[str, Any] = dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
+        args = self._args()
+        args.update(kw)
+        if self._shared_key is not None:
+            return _shared(ExecutionModel, args)
+        return ExecutionModel(**args)
+
+    def _args(self) -> dict[str, Any]:
+        """The constructor arguments this model was built from."""
+        return dict(model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel,
                     quantization=self.quantization, kernel=self.kernel, engine=self.engine,
                     draft=self.draft, engine_overhead=self.engine_overhead,
                     gpu_memory_utilization=self.gpu_memory_utilization,
@@ -167,8 +190,6 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
                     check_memory=self._check_memory, engine_profile=self.engine_profile,
                     expert_parallel=self.expert_parallel, kv_cache_dtype=self.kv_cache_dtype,
                     pipeline_parallel=self.pipeline_parallel)
-        args.update(kw)
-        return ExecutionModel(**args)
 
     def with_quantization(self, quantization: str) -> ExecutionModel:
         """A new model identical but for the quantization tier (``fp16``, ``int8``, ``int4``)."""
@@ -449,3 +470,26 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
         return (f"ExecutionModel(model={self.model.name!r}, gpu={self.gpu.name!r}, "
                 f"tensor_parallel={self.tensor_parallel}, quantization={self.quantization.name!r}, "
                 f"engine_profile={self.engine_profile!r})")
+
+
+_SHARED: dict[tuple, ExecutionModel] = {}
+"""Shared models (:meth:`ExecutionModel.shared_preset`) by their constructor arguments."""
+_SHARED_MAX = 64
+"""At most this many shared models are kept (the memo starts afresh beyond it)."""
+
+
+def _shared(cls: type, args: dict[str, Any]) -> ExecutionModel:
+    """The shared model built from ``args`` (built now on a miss; unshared when an argument is
+    not hashable)."""
+    key = tuple(args.items())
+    try:
+        m = _SHARED.get(key)
+    except TypeError:  # an argument without a value hash: not shared
+        return cls(**args)
+    if m is None:
+        m = cls(**args)
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        m._shared_key = key
+        _SHARED[key] = m
+    return m

@@ -44,7 +44,7 @@ class ModelBank:
             key = (hardware(cfg), cfg.quantization)
             m = self._by_hw.get(key)
             if m is None:
-                m = self._by_hw[key] = ExecutionModel.from_preset(
+                m = self._by_hw[key] = ExecutionModel.shared_preset(
                     model=cfg.model, gpu=cfg.gpu, tensor_parallel=cfg.tensor_parallel,
                     quantization=cfg.quantization, gpu_hour_usd=self.gpu_hour_usd,
                     engine_profile=cfg.engine_profile, expert_parallel=cfg.expert_parallel,
@@ -72,10 +72,31 @@ def changed_configs(current: list[tuple[int, ReplicaConfig]], knobs: dict[str, A
         # send the whole knob set every window)
         if all(type(v) is type(cv) and v == cv for k, v in items for cv in (getattr(cur, k),)):
             continue
-        new = dataclasses.replace(cur, **knobs)
+        if type(cur) is not ReplicaConfig:
+            new = dataclasses.replace(cur, **knobs)
+            check_replica_names(new)
+            out.append((i, cur, new if new != cur else None))
+            continue
+        new = _replaced(cur, knobs)
         check_replica_names(new)
-        out.append((i, cur, new))
-    return [(i, cur, new) for i, cur, new in out if new != cur]
+        # ``new != cur`` (the dataclass ``__eq__``: field by field, identity or ``==``), asked of
+        # the knob fields only: every other field of ``new`` is ``cur``'s own object
+        same = all(v is cv or v == cv for k, v in items for cv in (getattr(cur, k),))
+        out.append((i, cur, None if same else new))
+    return [(i, cur, new) for i, cur, new in out if new is not None]
+
+
+def _replaced(cur: ReplicaConfig, knobs: dict[str, Any]) -> ReplicaConfig:
+    """``dataclasses.replace(cur, **knobs)`` for a ``ReplicaConfig`` (every field an ``__init__``
+    field, no ``InitVar``; ``knobs`` checked to be fields): ``cur``'s field values with ``knobs``
+    over them and the same ``__post_init__`` checks, without the generic per-field rebuild
+    through ``__init__`` (a random policy changes every replica's config every env step)."""
+    new = object.__new__(ReplicaConfig)
+    d = new.__dict__
+    d.update(cur.__dict__)
+    d.update(knobs)
+    new.__post_init__()
+    return new
 
 
 def reload_time_s(cur: ReplicaConfig, new: ReplicaConfig, model: Any) -> float:

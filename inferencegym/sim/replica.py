@@ -350,7 +350,7 @@ class Replica(ReplicaAdmission):
         self.seg_end = now + dur
         return self.seg_end
 
-    def _plan_run(self, now: float, decodes: list) -> float:
+    def _plan_run(self, now: float, decodes: list["Request"]) -> float:
         B = len(decodes)
         S0 = B
         rmin = 1 << 62
@@ -383,7 +383,8 @@ class Replica(ReplicaAdmission):
         c = self._coeffs.get(B)
         if c is None:
             c = self._coeffs[B] = self.model.decode_coeffs(B, 0)
-        a, b = c
+        a: float = c[0]
+        b: float = c[1]
         self.state = RUN
         self.seg_decodes = decodes
         self.seg_B = B
@@ -394,7 +395,7 @@ class Replica(ReplicaAdmission):
         self.seg_end = now + n * a + b * (n * S0 + B * n * (n - 1) / 2)
         return self.seg_end
 
-    def _extra_blocks(self, decodes: list, n: int) -> int:
+    def _extra_blocks(self, decodes: list["Request"], n: int) -> int:
         bs = self.kv.block_size
         extra = 0
         for r in decodes:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import struct
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Final
 
 Draw = tuple[int, float, float, float, float, float, Any]
 """One tenant's draw spec from :func:`tenant_draws`: ``(fixed, a1, b1, a2, b2, a3, table)`` (typed,
@@ -37,6 +37,8 @@ _INF = math.inf
 _log = math.log
 _TABLES: dict[tuple[float, int], tuple | None] = {}
 """(lg, kmax) -> :func:`draw_table` (a pure function's memo: one entry per tenant alpha and depth)."""
+_THRESHOLDS: dict[float, list[float]] = {}
+"""lg -> :func:`thresholds` for ``m = 1..len`` (extended as longer tables are asked)."""
 
 
 def formula_draw(u: float, lg: float, kmax: int) -> int:
@@ -53,14 +55,15 @@ def _as_float(b: int) -> float:
     return struct.unpack("<d", struct.pack("<q", b))[0]
 
 
-def thresholds(lg: float, k: int) -> list[float]:
-    """Per ``m = 1..k``: the smallest double ``u`` in [0, 1) with ``int(log(1.0 - u) / lg) >= m``
-    (``inf`` when no ``u`` below 1 reaches it), found by bisection over the doubles' bit patterns."""
+def thresholds(lg: float, k: int, first: int = 1) -> list[float]:
+    """Per ``m = first..k``: the smallest double ``u`` in [0, 1) with ``int(log(1.0 - u) / lg) >= m``
+    (``inf`` when no ``u`` below 1 reaches it), found by bisection over the doubles' bit patterns
+    (each ``m`` on its own: the answers for ``1..k`` are those for ``1..j`` followed by ``j+1..k``)."""
     if not lg < 0.0:
         raise ValueError(f"lg must be log(alpha) < 0 for 0 < alpha < 1, got {lg!r}")
     top = math.nextafter(1.0, 0.0)
     out = []
-    for m in range(1, k + 1):
+    for m in range(first, k + 1):
         if int(_log(1.0 - top) / lg) < m:
             out.append(_INF)
             continue
@@ -85,8 +88,13 @@ def draw_table(lg: float, kmax: int) -> tuple | None:
     key = (lg, kmax)
     if key in _TABLES:
         return _TABLES[key]
+    ts = _THRESHOLDS.get(lg)
+    if ts is None:
+        ts = _THRESHOLDS[lg] = []
+    if len(ts) < kmax - 1:  # (a depth switch asks a longer prefix: only the new ones bisected)
+        ts += thresholds(lg, kmax - 1, len(ts) + 1)
     edges: list[float] = []
-    for t in thresholds(lg, kmax - 1):
+    for t in ts[:kmax - 1]:
         edges += (t - DELTA_U, t + DELTA_U)
     ok = all(x < y for x, y in zip(edges, edges[1:]) if y != _INF)
     pad = edges + [_INF] * max(0, 5 - len(edges))
@@ -95,26 +103,31 @@ def draw_table(lg: float, kmax: int) -> tuple | None:
     return table
 
 
+_NATIVE: Final = type(formula_draw).__name__ != "function"
+"""Whether this module runs compiled (the accel build): :func:`table_draw` then scans the edges
+(a few unboxed compares) instead of calling ``bisect_right`` through the module's globals (a
+boxed call, twice the time); interpreted, ``bisect_right`` (C) is the cheaper. The same answer."""
+
+
 def table_draw(u: float, table: tuple) -> int:
     """The accepted count for uniform ``u`` from a :func:`draw_table` (the loops inline its
-    first three cases and call it for the rest)."""
-    a1: float
-    b1: float
-    a2: float
-    b2: float
-    a3: float
-    edges: tuple
-    lg: float
-    kmax: int
-    a1, b1, a2, b2, a3, edges, lg, kmax = table  # (typed: compared unboxed when compiled)
-    if u < a1:
-        return 1
-    if b1 <= u < a2:
-        return 2
-    if b2 <= u < a3:
-        return 3
-    i = bisect_right(edges, u)
-    return formula_draw(u, lg, kmax) if i & 1 else (i >> 1) + 1
+    first three cases and call it for the rest): the number of zone edges at or below ``u``
+    (``bisect_right``; the edges are sorted, so a scan up to the first edge above ``u`` gives the
+    same count) says the zone or the count between zones."""
+    edges: tuple[float, ...] = table[5]
+    if _NATIVE:
+        i = 0
+        for x in edges:
+            if x > u:
+                break
+            i += 1
+    else:
+        i = bisect_right(edges, u)
+    if i & 1:  # inside a zone: the formula answers
+        lg: float = table[6]
+        kmax: int = table[7]
+        return formula_draw(u, lg, kmax)
+    return (i >> 1) + 1
 
 
 _TENANT_DRAWS: dict[tuple, tuple] = {}
