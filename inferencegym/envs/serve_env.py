@@ -250,6 +250,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         self._wl = generate_episode_workload(self.workload_task(), np.random.default_rng(int(s_wl)))
         self._cluster, self._action = self._make_cluster(np.random.default_rng(int(s_sim)))
         self._cluster.skip_tenant_tbt()  # (nothing here reads a tenant's TBT: not recorded)
+        self._cluster.percentiles_only_tbt()  # (its readout is brief: TBT percentiles, no mean)
         self._step = 0
         self._next_req_id = 0
         self._records: list[tuple] = []
@@ -489,7 +490,10 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
     def cluster(self):
         """The underlying simulator (read-only use: metrics, per-request results). It records no
         per-tenant TBT samples (``Cluster.skip_tenant_tbt``: the env never reads them), so its
-        ``window_stats`` give every tenant's ``tbt_s`` as NaN."""
+        ``window_stats`` give every tenant's ``tbt_s`` as NaN; and its TBT records are merged for
+        percentiles (``Cluster.percentiles_only_tbt``: the env reads no TBT mean), so only
+        ``window_stats(reset, brief=True)`` answers (``brief=False`` and ``run_stats`` raise a
+        ValueError: the mean over merged records would round differently)."""
         return self._cluster
 
 

@@ -90,7 +90,12 @@ class ClusterReadout:
     def window_stats(self, reset: bool = True, brief: bool = False) -> WindowStats:
         """Aggregates since the last reset (or the start). ``brief``: without the figures no env
         step reads (``collect_window``: the TBT mean, end-to-end / TPOT / queueing percentiles and
-        the tenants' latency percentiles are NaN)."""
+        the tenants' latency percentiles are NaN). A cluster told ``percentiles_only_tbt`` gives
+        the brief readout only (its TBT records are merged: the mean would round differently)."""
+        if not brief and any(rep.win.merge_tbt for rep in self.replicas):
+            raise ValueError("window_stats: this cluster merges its TBT records for percentiles only "
+                             "(percentiles_only_tbt, set by LLMServeEnv.reset); got brief=False, which "
+                             "needs the TBT mean: call window_stats(reset, brief=True)")
         self.sync()
         ws = collect_window(self.replicas, self.config.tenants, self.ledger, self.now_s, brief)
         if reset:
@@ -107,6 +112,18 @@ class ClusterReadout:
         ``window_stats`` gives every tenant's ``tbt_s`` as NaN. Nothing else changes."""
         for rep in self.replicas:
             rep.win.ttbt = None
+
+    def percentiles_only_tbt(self) -> None:
+        """Promise that the window's TBT is read for its percentiles only (``LLMServeEnv``: its
+        readout is ``window_stats(brief=True)``, no TBT mean). From the current window on, the
+        speculative steps merge an iteration's records of equal value (the sequences with the
+        iteration's common gap and the same token count: one record, weights summed), which leaves
+        the weighted multiset of values, hence every inverted-CDF percentile, bit for bit as
+        before with fewer records to write, read and free. ``window_stats(brief=False)`` (and
+        ``run_stats``) then refuse with a ValueError: the mean over merged records would round
+        differently. Per-request figures are not affected."""
+        for rep in self.replicas:
+            rep.win.merge_tbt = True
 
     def closed_window_completions(self) -> tuple[list[Request], list[bool]]:
         """The requests completed in the window closed by the last ``window_stats(reset=True)``,

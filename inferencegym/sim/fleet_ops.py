@@ -109,4 +109,5 @@ def fresh_replica(cluster: "Cluster", rid: int, rng: np.random.Generator) -> Non
     new.max_run = old.max_run
     new.now = cluster.now_s
     new.reset_window(cluster.now_s)
+    new.win.merge_tbt = old.win.merge_tbt  # (``percentiles_only_tbt`` holds for the slot)
     cluster.replicas[rid] = new

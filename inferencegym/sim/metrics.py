@@ -89,14 +89,19 @@ class ReplicaWindow:
     ``tbt`` holds every time-between-token sample of the replica; ``ttbt`` one recorder per tenant
     (only with several tenants, so the single-tenant hot path skips it). ``add_tbt`` is the one way
     samples are recorded, whatever the advance mode (closed-form run, iteration, speculation, token).
+    ``merge_tbt`` (``ClusterReadout.percentiles_only_tbt``): the speculative steps record the
+    sequences of an iteration that share its common gap and token count as one record, their
+    weights summed (the same weighted multiset of values, so the same inverted-CDF percentiles; a
+    TBT mean from them would round differently, so such a window is read by the brief readout only).
     """
 
-    __slots__ = ("tbt", "ttbt", "first", "tokens_out", "quality_token_sum", "preemptions",
+    __slots__ = ("tbt", "ttbt", "merge_tbt", "first", "tokens_out", "quality_token_sum", "preemptions",
                  "spec_proposed", "spec_accepted", "kv_area", "kv_t", "kv_max",
                  "prefix_query_tokens", "prefix_hit_tokens")
 
     def __init__(self, n_tenants: int) -> None:
         self.ttbt = [TBTRecorder() for _ in range(n_tenants)] if n_tenants > 1 else None
+        self.merge_tbt = False
         self.reset(0.0, 0.0)
 
     def reset(self, now: float, kv_fraction: float) -> None:

@@ -6,6 +6,7 @@ replica's other stepping code (``replica_advance.py``) in a module of its own fo
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Callable
 
 from .spec_draws import Draw, table_draw
@@ -39,6 +40,17 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     B = len(decodes)
     pv = [0.0] * B  # per sequence: its gap per token (the record's value) ...
     nv = [0] * B  # ... and its tokens (the record's weight)
+    # ``win.merge_tbt``: the sequences whose gap is the first one's (nonzero: a zero's sign stays
+    # its own) get one record per token count, weights summed (``hist``), after the others
+    gc = math.nan
+    nh = 0
+    hist: list[int] = []
+    if win.merge_tbt and B:
+        gc = now - decodes[0].last_token_s
+        if gc == 0.0:
+            gc = math.nan
+        nh = k + 2
+        hist = [0] * nh
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
         tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
@@ -79,9 +91,12 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
             n = j
         gap = now - r.last_token_s
         per = gap / n
-        pv[s] = per
-        nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
-        s += 1
+        if gap == gc and n < nh:  # (equal nonzero floats: the same bits, so the same ``per``)
+            hist[n] += n
+        else:
+            pv[s] = per
+            nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
+            s += 1
         if ttbt is not None and t >= 0:
             tda[t](per)
             twa[t](n)
@@ -93,10 +108,20 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         r.generated_tokens += n
         r.kv_tokens += n
         toks += n
+    if nh:
+        for i in range(1, nh):
+            c = hist[i]
+            if c:
+                pv[s] = gc / i  # (``gap / n`` of each merged sequence)
+                nv[s] = c
+                s += 1
+        if s < B:
+            del pv[s:]
+            del nv[s:]
     d0l += pv
     wl += nv
-    rec.step += [0.0] * B
-    rec.n += [1] * B
+    rec.step += [0.0] * s
+    rec.n += [1] * s
     if ttbt is not None:
         for tr, c in zip(ttbt, tcount):
             if c:

@@ -1,0 +1,114 @@
+"""Merged TBT records give the same percentiles. ``Cluster.percentiles_only_tbt`` (what
+``LLMServeEnv`` calls) lets the speculative steps record an iteration's sequences of equal value as
+one record with their integer weights summed: the weighted multiset of values is the same, so every
+inverted-CDF percentile the brief readout takes is the same float (whatever path reads the window:
+plain Python for small windows, the one-value path, numpy's expansion or its bisection). Checked on
+random record sets against the unmerged ones, and on whole runs against a cluster that does not
+merge (the same results, random streams and brief readouts, with fewer records). A full readout
+(with the TBT mean, which would round differently) refuses such a cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
+from inferencegym.sim.metrics import TBTRecorder, weighted_arith_percentiles
+from inferencegym.sim.tbt_small import one_value_figures, small_percentiles
+
+from sim_util import clone, poisson_requests, results_equal
+
+QS = (50, 90, 99)
+
+
+def _brief_percentiles(r: TBTRecorder, expand_max: int = 20_000) -> list[float]:
+    """The TBT percentiles as ``collect_window(brief=True)`` takes them (its three paths)."""
+    p = small_percentiles(r.d0, r.step, r.n, r.w, QS)
+    if p is not None:
+        return p
+    ov = one_value_figures(r.d0, r.step, r.n, r.w, QS, False)
+    if ov is not None:
+        return ov[0]
+    return weighted_arith_percentiles(*r.arrays(), QS, expand_max)
+
+
+def _bits(xs: list[float]) -> list[str]:
+    return [float(x).hex() for x in xs]
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), iters=st.integers(1, 40), batch=st.integers(1, 60),
+       depth=st.integers(1, 6), runs=st.integers(0, 5), zero_gaps=st.booleans(),
+       expand_max=st.sampled_from([20_000, 8]))
+def test_merging_equal_values_keeps_every_percentile(seed, iters, batch, depth, runs, zero_gaps, expand_max):
+    rng = random.Random(seed)
+    plain, merged = TBTRecorder(), TBTRecorder()
+    for _ in range(iters):
+        gc = 0.0 if zero_gaps and rng.random() < 0.2 else rng.uniform(1e-3, 0.1)
+        hist: dict[float, int] = {}
+        for _ in range(rng.randint(1, batch)):
+            g = gc if rng.random() < 0.8 else rng.choice([gc * 3.0, 0.0, -0.0, rng.uniform(0, 0.2)])
+            n = rng.randint(1, depth + 1)
+            plain.add(g / n, 0.0, 1, n)
+            if g == gc and g != 0.0:  # the writers' rule: the common nonzero gap is merged
+                hist[g / n] = hist.get(g / n, 0) + n
+            else:
+                merged.add(g / n, 0.0, 1, n)
+        items = list(hist.items())
+        rng.shuffle(items)  # (record order does not matter: a multiset)
+        for v, w in items:
+            merged.add(v, 0.0, 1, w)
+    for _ in range(runs):  # the closed-form runs' records (several values, float counts)
+        d0, stp, k, w = rng.uniform(1e-3, 0.1), rng.choice([0.0, 1e-4]), rng.randint(1, 30), float(rng.randint(1, 9))
+        plain.add(d0, stp, k, w)
+        merged.add(d0, stp, k, w)
+    assert len(merged) <= len(plain)
+    assert _bits(_brief_percentiles(merged, expand_max)) == _bits(_brief_percentiles(plain, expand_max))
+    assert _bits(merged.percentiles()) == _bits(plain.percentiles())
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return (a != a and b != b) or a.hex() == b.hex()
+    return a == b
+
+
+@pytest.mark.parametrize("tenants,replicas,spec,seed", [(3, 2, 3, 1), (1, 1, 2, 2), (3, 1, 4, 3)])
+def test_a_merging_cluster_reads_the_same_brief_windows(tenants, replicas, spec, seed):
+    ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
+               for i in range(tenants))
+    cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.1, speculation_depth=spec, batch_cap=32),
+                        num_replicas=replicas, tenants=ts, priority_routing=tenants > 1)
+    reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
+                            output=(1, 300), tenants=tenants)
+    runs = []
+    for merge in (False, True):
+        c = Cluster(cfg, np.random.default_rng(seed), check_invariants=True)
+        c.skip_tenant_tbt()
+        if merge:
+            c.percentiles_only_tbt()
+        c.submit(clone(reqs))
+        stats, records = [], 0
+        t = 0.0
+        while c.n_completed + c.n_rejected < c.n_submitted:
+            t += 0.7
+            c.run_until(t)
+            records += sum(len(rep.win.tbt) for rep in c.replicas)
+            stats.append(dataclasses.asdict(c.window_stats(reset=True, brief=True)))
+        runs.append((c, stats, records))
+    (plain, ps, pr), (merged, ms, mr) = runs
+    assert results_equal(plain.results(), merged.results())
+    for x, y in zip(plain.replicas, merged.replicas):
+        assert x.rng.bit_generator.state == y.rng.bit_generator.state
+    assert len(ps) == len(ms) > 5 and all(_same(a, b) for a, b in zip(ps, ms))
+    assert mr < pr  # (the merge took place)
+    with pytest.raises(ValueError, match="brief=True"):
+        merged.window_stats(reset=False)
+    with pytest.raises(ValueError, match="percentiles_only_tbt"):
+        merged.run_stats()
