@@ -41,6 +41,7 @@ from .execution import ExecutionModel
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
 from .spec_draws import Draw, table_draw
+from .spec_step import merge_counts
 
 if TYPE_CHECKING:
     from .events import EventQueue
@@ -159,13 +160,10 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     wl: list = rec.w  # (int weights stay ints: the same float in ``TBTRecorder.arrays``)
     d0l, rstep, rn = rec.d0, rec.step, rec.n  # (records added per iteration, in sequence order)
     zeros, ones = [0.0] * B, [1] * B  # every record here is one value: step 0.0, n 1, added in bulk
-    # ``win.merge_tbt``: per iteration, the sequences whose gap is the first one's (nonzero: a
-    # zero's sign stays its own) get one record per token count, weights summed (``hist``)
+    # ``win.merge_tbt``: an iteration whose sequences all have the first one's gap (nonzero: a
+    # zero's sign stays its own) is recorded as one record per token count, weights summed
     merge = win.merge_tbt
-    nh = k + 2 if merge else 0
-    hist = [0] * nh
-    mv: list[float] = []
-    mw: list[int] = []
+    kcap = k + 2
     if ttbt is not None:  # per tenant with sequences here: its records and its sequences' positions
         tgroups: list[tuple[list[float], list, list[float], list[int], list[int], list[float], list[int]]] = []
         for ti in range(len(ttbt)):
@@ -238,22 +236,16 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         short = 0
         grow = None
         s = 0
-        gc = math.nan
-        if merge and B:
-            gc = e - decodes[0].last_token_s
-            if gc == 0.0:
-                gc = math.nan
+        gc = e - decodes[0].last_token_s if merge and B else 0.0
+        mixed = gc == 0.0  # (also without merging)
         for r in decodes:
             n = js[s]
             g = e - r.last_token_s
+            if g != gc:
+                mixed = True
             per = g / n
             pv[s] = per
             s += 1
-            if g == gc and n < nh:  # (equal nonzero floats: the same bits, so the same ``per``)
-                hist[n] += n
-            elif merge:
-                mv.append(per)
-                mw.append(n)
             if per > r.tbt_max_s:
                 r.tbt_max_s = per
             r.tbt_sum_s += g
@@ -269,26 +261,12 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                     grow = [(r, nb)]
                 else:
                     grow.append((r, nb))
-        if B and merge:
-            for i in range(1, nh):
-                c = hist[i]
-                if c:
-                    mv.append(gc / i)  # (``g / n`` of each merged sequence)
-                    mw.append(c)
-                    hist[i] = 0
-            m = len(mv)
-            d0l += mv
-            wl += mw
-            rstep += [0.0] * m
-            rn += [1] * m
-            mv.clear()
-            mw.clear()
-        elif B:
-            d0l += pv
-            wl += js  # (an int weight: the same float in ``TBTRecorder.arrays``)
-            rstep += zeros
-            rn += ones
         if B:
+            if mixed or not merge_counts(js, gc, kcap, B, d0l, wl, rstep, rn):
+                d0l += pv
+                wl += js  # (an int weight: the same float in ``TBTRecorder.arrays``)
+                rstep += zeros
+                rn += ones
             if ttbt is not None:  # each tenant's records, in sequence order (as add_tbt's)
                 for td, tw, tst, tn, idx, tz, to in tgroups:
                     td += [pv[i] for i in idx]

@@ -6,7 +6,6 @@ replica's other stepping code (``replica_advance.py``) in a module of its own fo
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, Callable
 
 from .spec_draws import Draw, table_draw
@@ -40,17 +39,10 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     B = len(decodes)
     pv = [0.0] * B  # per sequence: its gap per token (the record's value) ...
     nv = [0] * B  # ... and its tokens (the record's weight)
-    # ``win.merge_tbt``: the sequences whose gap is the first one's (nonzero: a zero's sign stays
-    # its own) get one record per token count, weights summed (``hist``), after the others
-    gc = math.nan
-    nh = 0
-    hist: list[int] = []
-    if win.merge_tbt and B:
-        gc = now - decodes[0].last_token_s
-        if gc == 0.0:
-            gc = math.nan
-        nh = k + 2
-        hist = [0] * nh
+    # ``win.merge_tbt``: a step whose sequences all have the first one's gap (nonzero: a zero's
+    # sign stays its own) is recorded as one record per token count (``merge_counts``)
+    gc = now - decodes[0].last_token_s if win.merge_tbt and B else 0.0
+    mixed = gc == 0.0
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
         tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
@@ -90,13 +82,12 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         if j < n:
             n = j
         gap = now - r.last_token_s
+        if gap != gc:
+            mixed = True
         per = gap / n
-        if gap == gc and n < nh:  # (equal nonzero floats: the same bits, so the same ``per``)
-            hist[n] += n
-        else:
-            pv[s] = per
-            nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
-            s += 1
+        pv[s] = per
+        nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
+        s += 1
         if ttbt is not None and t >= 0:
             tda[t](per)
             twa[t](n)
@@ -108,20 +99,11 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         r.generated_tokens += n
         r.kv_tokens += n
         toks += n
-    if nh:
-        for i in range(1, nh):
-            c = hist[i]
-            if c:
-                pv[s] = gc / i  # (``gap / n`` of each merged sequence)
-                nv[s] = c
-                s += 1
-        if s < B:
-            del pv[s:]
-            del nv[s:]
-    d0l += pv
-    wl += nv
-    rec.step += [0.0] * s
-    rec.n += [1] * s
+    if mixed or not merge_counts(nv, gc, k + 2, B, d0l, wl, rec.step, rec.n):
+        d0l += pv
+        wl += nv
+        rec.step += [0.0] * B
+        rec.n += [1] * B
     if ttbt is not None:
         for tr, c in zip(ttbt, tcount):
             if c:
@@ -132,3 +114,26 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     win.tokens_out += toks
     win.quality_token_sum += quality * toks
     return buf, ui
+
+
+def merge_counts(ns: list[int], gap: float, kcap: int, B: int, d0l: list[float], wl: list,
+                 steps: list[float], counts: list[int]) -> bool:
+    """Record ``B`` sequences that all had the gap ``gap`` (nonzero) and ``ns`` tokens (each
+    below ``kcap``) as one record ``(gap / n, 0.0, 1, n * sequences with n)`` per token count
+    ``n``: the weighted multiset of values of their per-sequence records (``gap / n``, weight
+    ``n``), with equal values' int weights summed, so the same inverted-CDF percentiles, in fewer
+    records (``ClusterReadout.percentiles_only_tbt``). False (nothing recorded) when a count is
+    outside ``1 .. kcap - 1``: the caller records them one by one."""
+    cs = [ns.count(i) for i in range(1, kcap)]
+    if sum(cs) != B:
+        return False
+    m = 0
+    for i in range(1, kcap):
+        c = cs[i - 1]
+        if c:
+            d0l.append(gap / i)  # (each sequence's ``gap / n``, bit for bit)
+            wl.append(c * i)
+            m += 1
+    steps += [0.0] * m
+    counts += [1] * m
+    return True
