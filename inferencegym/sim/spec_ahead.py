@@ -41,7 +41,7 @@ from .execution import ExecutionModel
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
 from .spec_draws import Draw, table_draw
-from .spec_step import merge_counts
+from .spec_step import merged_records
 
 if TYPE_CHECKING:
     from .events import EventQueue
@@ -163,7 +163,8 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     # ``win.merge_tbt``: an iteration whose sequences all have the first one's gap (nonzero: a
     # zero's sign stays its own) is recorded as one record per token count, weights summed
     merge = win.merge_tbt
-    kcap = k + 2
+    hist = [0] * (k + 2) if merge else []  # per token count above 3: its sequences (0 between iterations)
+    nh = len(hist)
     if ttbt is not None:  # per tenant with sequences here: its records and its sequences' positions
         tgroups: list[tuple[list[float], list, list[float], list[int], list[int], list[float], list[int]]] = []
         for ti in range(len(ttbt)):
@@ -238,10 +239,23 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         s = 0
         gc = e - decodes[0].last_token_s if merge and B else 0.0
         mixed = gc == 0.0  # (also without merging)
+        big = False
+        c1 = c2 = c3 = 0  # the sequences of 1, 2, 3 tokens (of the common gap)
         for r in decodes:
             n = js[s]
             g = e - r.last_token_s
             if g != gc:
+                mixed = True
+            elif n == 1:
+                c1 += 1
+            elif n == 2:
+                c2 += 1
+            elif n == 3:
+                c3 += 1
+            elif n < nh:
+                hist[n] += 1
+                big = True
+            else:
                 mixed = True
             per = g / n
             pv[s] = per
@@ -262,7 +276,11 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                 else:
                     grow.append((r, nb))
         if B:
-            if mixed or not merge_counts(js, gc, kcap, B, d0l, wl, rstep, rn):
+            if not mixed:
+                merged_records(gc, c1, c2, c3, hist, big, d0l, wl, rstep, rn)
+            else:
+                if big:
+                    hist = [0] * nh
                 d0l += pv
                 wl += js  # (an int weight: the same float in ``TBTRecorder.arrays``)
                 rstep += zeros

@@ -43,6 +43,10 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     # sign stays its own) is recorded as one record per token count (``merge_counts``)
     gc = now - decodes[0].last_token_s if win.merge_tbt and B else 0.0
     mixed = gc == 0.0
+    big = False
+    c1 = c2 = c3 = 0  # the sequences of 1, 2, 3 tokens (of the common gap) ...
+    hist = [0] * (k + 2) if win.merge_tbt else []  # ... and of more
+    nh = len(hist)
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
         tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
@@ -84,6 +88,17 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         gap = now - r.last_token_s
         if gap != gc:
             mixed = True
+        elif n == 1:
+            c1 += 1
+        elif n == 2:
+            c2 += 1
+        elif n == 3:
+            c3 += 1
+        elif n < nh:
+            hist[n] += 1
+            big = True
+        else:
+            mixed = True
         per = gap / n
         pv[s] = per
         nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
@@ -99,7 +114,9 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         r.generated_tokens += n
         r.kv_tokens += n
         toks += n
-    if mixed or not merge_counts(nv, gc, k + 2, B, d0l, wl, rec.step, rec.n):
+    if not mixed:
+        merged_records(gc, c1, c2, c3, hist, big, d0l, wl, rec.step, rec.n)
+    else:
         d0l += pv
         wl += nv
         rec.step += [0.0] * B
@@ -116,24 +133,34 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     return buf, ui
 
 
-def merge_counts(ns: list[int], gap: float, kcap: int, B: int, d0l: list[float], wl: list,
-                 steps: list[float], counts: list[int]) -> bool:
-    """Record ``B`` sequences that all had the gap ``gap`` (nonzero) and ``ns`` tokens (each
-    below ``kcap``) as one record ``(gap / n, 0.0, 1, n * sequences with n)`` per token count
-    ``n``: the weighted multiset of values of their per-sequence records (``gap / n``, weight
-    ``n``), with equal values' int weights summed, so the same inverted-CDF percentiles, in fewer
-    records (``ClusterReadout.percentiles_only_tbt``). False (nothing recorded) when a count is
-    outside ``1 .. kcap - 1``: the caller records them one by one."""
-    cs = [ns.count(i) for i in range(1, kcap)]
-    if sum(cs) != B:
-        return False
-    m = 0
-    for i in range(1, kcap):
-        c = cs[i - 1]
-        if c:
-            d0l.append(gap / i)  # (each sequence's ``gap / n``, bit for bit)
-            wl.append(c * i)
-            m += 1
-    steps += [0.0] * m
-    counts += [1] * m
-    return True
+def merged_records(gap: float, c1: int, c2: int, c3: int, hist: list[int], big: bool, d0l: list[float],
+                   wl: list, steps: list[float], counts: list[int]) -> None:
+    """Record a step's sequences that all had the gap ``gap`` (nonzero) as one record per token
+    count ``n`` (``c1``, ``c2``, ``c3`` sequences of 1, 2, 3 tokens; ``hist[n]`` of ``n`` > 3 when
+    ``big``, zeroed here): ``(gap / n, 0.0, 1, n * sequences)``, the weighted multiset of values of
+    their per-sequence records (``gap / n``, weight ``n``) with equal values' int weights summed,
+    so the same inverted-CDF percentiles in fewer records (``ClusterReadout.percentiles_only_tbt``)."""
+    if c1:
+        d0l.append(gap / 1)  # (each sequence's ``gap / n``, bit for bit)
+        wl.append(c1)
+        steps.append(0.0)
+        counts.append(1)
+    if c2:
+        d0l.append(gap / 2)
+        wl.append(c2 * 2)
+        steps.append(0.0)
+        counts.append(1)
+    if c3:
+        d0l.append(gap / 3)
+        wl.append(c3 * 3)
+        steps.append(0.0)
+        counts.append(1)
+    if big:
+        for i in range(4, len(hist)):
+            c = hist[i]
+            if c:
+                d0l.append(gap / i)
+                wl.append(c * i)
+                steps.append(0.0)
+                counts.append(1)
+                hist[i] = 0
