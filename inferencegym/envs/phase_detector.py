@@ -36,6 +36,10 @@ PHI_GRID = np.linspace(0.0, 2.0 * np.pi, 360, endpoint=False)
 DEFAULT_SETTINGS: dict[str, float] = {"lead_windows": 0.0, "threshold_shift": 0.0,
                                       "mega_hold_windows": 1.0, "on_threshold": 0.5}
 """Detector settings used when none are given."""
+_RATES: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+"""(sinusoid, window) -> ``PhaseDetector._rates``' arrays (a pure function's memo)."""
+_RATES_MAX = 4096
+"""Entries kept before the memo starts over (~23 MB at most)."""
 PHASE_FEATURE_DIM = 3
 """Length of :meth:`PhaseDetector.features` (level 1, ``phase_features: true``)."""
 PHASE_FEATURE_DIMS = {1: PHASE_FEATURE_DIM, 2: 8}
@@ -118,9 +122,8 @@ class PhaseDetector:
         self._since_mega = 0 if megas else self._since_mega + 1
         self._megas_last = megas
         if self.process == "sinusoidal":
-            t = (self.k + 0.5) * self.window_s
-            lam = np.maximum(self._base + self._amp * np.sin(self._omega * t + PHI_GRID), 1e-6)
-            self._loglik += n * np.log(lam) - lam
+            lam, log_lam = self._rates(self.k)
+            self._loglik += n * log_lam - lam
         else:
             p = self.p_on
             like_off = math.exp(-self._lam[0]) * self._lam[0] ** n
@@ -128,6 +131,23 @@ class PhaseDetector:
             post = p * like_on / max(p * like_on + (1 - p) * like_off, 1e-300)
             self.p_on = post * (1 - self._p_leave[1]) + (1 - post) * self._p_leave[0]
         self.k += 1
+
+    def _rates(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The expected arrivals of window ``k`` per phase offset and their logs, memoised per
+        sinusoid and window (:data:`_RATES`: the same arrays, computed once per process instead of
+        once per episode; read-only)."""
+        key = (self._base, self._amp, self._omega, self.window_s, k)
+        got = _RATES.get(key)
+        if got is None:
+            t = (k + 0.5) * self.window_s
+            lam = np.maximum(self._base + self._amp * np.sin(self._omega * t + PHI_GRID), 1e-6)
+            log_lam = np.log(lam)
+            lam.flags.writeable = False
+            log_lam.flags.writeable = False
+            if len(_RATES) >= _RATES_MAX:
+                _RATES.clear()
+            got = _RATES[key] = (lam, log_lam)
+        return got
 
     def sin_next(self, ahead: float = 0.0, fn: Any = np.sin) -> float:
         """sin(omega t + phi_hat) at the middle of the next window plus ``lead_windows`` (plus

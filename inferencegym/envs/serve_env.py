@@ -249,6 +249,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
         s_wl, s_sim = self.np_random.integers(0, 2**63 - 1, size=2)
         self._wl = generate_episode_workload(self.workload_task(), np.random.default_rng(int(s_wl)))
         self._cluster, self._action = self._make_cluster(np.random.default_rng(int(s_sim)))
+        self._cluster.skip_tenant_tbt()  # (nothing here reads a tenant's TBT: not recorded)
         self._step = 0
         self._next_req_id = 0
         self._records: list[tuple] = []
@@ -317,7 +318,7 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
             self._cluster.submit(reqs)
         end = (w + 1) * t.window_s
         self._cluster.run_until(end)
-        stats = self._cluster.window_stats(reset=True)
+        stats = self._cluster.window_stats(reset=True, brief=True)  # (only what _window_figures reads)
         self._step = w + 1
         raw, offered_t, good_t = self._window_figures(stats, lo, hi)
         g_term = grade_term(good_tokens=good_t, tenant_weights=self._tenant_weights,
@@ -486,7 +487,9 @@ class LLMServeEnv(CurriculumMixin, gym.Env):
 
     @property
     def cluster(self):
-        """The underlying simulator (read-only use: metrics, per-request results)."""
+        """The underlying simulator (read-only use: metrics, per-request results). It records no
+        per-tenant TBT samples (``Cluster.skip_tenant_tbt``: the env never reads them), so its
+        ``window_stats`` give every tenant's ``tbt_s`` as NaN."""
         return self._cluster
 
 

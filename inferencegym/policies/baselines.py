@@ -101,6 +101,7 @@ class HeuristicPolicy:
                                                  tensor_parallel=self.task.tensor_parallel,
                                                  engine_profile=self.task.engine_profile)
         self._prefill_cache: dict[int, float] = {}
+        self._actions: dict[tuple, ServeAction] = {}
         self.reset()
 
     def _long_prompt(self, mean_prompt_tokens: float) -> bool:
@@ -145,9 +146,13 @@ class HeuristicPolicy:
                 self.calm_prio += 1
                 if self.calm_prio >= 5:
                     self.prio = False
-        return ServeAction(batch_cap=self.cap, kv_budget_fraction=kv, speculation_depth=spec,
-                           quantization_tier="FP16", prefill_decode_split=self.split,
-                           priority_routing=self.prio)
+        key = (self.cap, kv, spec, self.split, self.prio)
+        a = self._actions.get(key)
+        if a is None:  # (frozen: one object per configuration, built and validated once)
+            a = self._actions[key] = ServeAction(
+                batch_cap=self.cap, kv_budget_fraction=kv, speculation_depth=spec, quantization_tier="FP16",
+                prefill_decode_split=self.split, priority_routing=self.prio)
+        return a
 
 
 @lru_cache(maxsize=4)

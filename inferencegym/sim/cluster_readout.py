@@ -87,15 +87,26 @@ class ClusterReadout:
                                         f"{led.rejected} + in system {queued + in_heap + pending} "
                                         f"!= submitted {led.submitted}")
 
-    def window_stats(self, reset: bool = True) -> WindowStats:
-        """Aggregates since the last reset (or the start)."""
+    def window_stats(self, reset: bool = True, brief: bool = False) -> WindowStats:
+        """Aggregates since the last reset (or the start). ``brief``: without the figures no env
+        step reads (``collect_window``: the TBT mean, end-to-end / TPOT / queueing percentiles and
+        the tenants' latency percentiles are NaN)."""
         self.sync()
-        ws = collect_window(self.replicas, self.config.tenants, self.ledger, self.now_s)
+        ws = collect_window(self.replicas, self.config.tenants, self.ledger, self.now_s, brief)
         if reset:
             self.ledger.reset_window(self.now_s)
             for rep in self.replicas:
                 rep.reset_window(self.now_s)
         return ws
+
+    def skip_tenant_tbt(self) -> None:
+        """Stop recording each tenant's time-between-token samples (from the current window on):
+        for a reader that never looks at them (``LLMServeEnv``: its observation, reward and info
+        read the cluster's TBT only). The replicas then record TBT as with one tenant (the same
+        cluster records, no per-tenant ones: cheaper speculative steps and window resets), and
+        ``window_stats`` gives every tenant's ``tbt_s`` as NaN. Nothing else changes."""
+        for rep in self.replicas:
+            rep.win.ttbt = None
 
     def closed_window_completions(self) -> tuple[list[Request], list[bool]]:
         """The requests completed in the window closed by the last ``window_stats(reset=True)``,

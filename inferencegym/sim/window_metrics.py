@@ -133,9 +133,17 @@ def _arith_mean(d0, step, n, w) -> float:
     return float((w * (n * d0 + step * n * (n - 1) / 2)).sum() / tw)
 
 
+_NAN3 = [math.nan, math.nan, math.nan]
+"""The percentiles of a figure left out of a brief readout (copied: ``pdict`` builds its own dict)."""
+
+
 def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], ledger: RunLedger,
-                   now: float) -> WindowStats:
-    """Aggregates of the window from ``ledger.win_start_s`` to ``now`` (replicas synced to now)."""
+                   now: float, brief: bool = False) -> WindowStats:
+    """Aggregates of the window from ``ledger.win_start_s`` to ``now`` (replicas synced to now).
+
+    ``brief``: only what an env step reads (``LLMServeEnv``): the TBT mean, the end-to-end, TPOT
+    and queueing-delay percentiles and every tenant's latency percentiles are NaN, not computed
+    (the rest is the full readout's, bit for bit)."""
     start = ledger.win_start_s
     dur = now - start
     # one replica: its recorder is read in place (the readout only reads it), else the replicas'
@@ -185,11 +193,11 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
     d0s, steps, ns, ws = tbt.d0, tbt.step, tbt.n, tbt.w
     tbt_mean: float | None
     tbt_p = small_percentiles(d0s, steps, ns, ws, (50, 90, 99))
-    ov = None if tbt_p is not None else one_value_figures(d0s, steps, ns, ws, (50, 90, 99))
+    ov = None if tbt_p is not None else one_value_figures(d0s, steps, ns, ws, (50, 90, 99), not brief)
     if ov is not None:
         tbt_p, tbt_mean = ov
     else:
-        tbt_mean = small_mean(d0s, steps, ns, ws)
+        tbt_mean = math.nan if brief else small_mean(d0s, steps, ns, ws)
         if tbt_p is None or tbt_mean is None:
             tbt_arrays = tbt.arrays()
             if tbt_p is None:
@@ -199,12 +207,22 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
     done = ledger.win_done
     slo_ok = ledger.win_ok
     ttft_p = pct([r.first_token_s - r.arrival_s for r in first])
-    e2e_p = pct([r.completion_s - r.arrival_s for r in done])
-    tpot_p = pct([r.tpot_s for r in done if r.output_tokens > 1])
+    if brief:
+        e2e_p = tpot_p = q_p = _NAN3
+    else:
+        e2e_p = pct([r.completion_s - r.arrival_s for r in done])
+        tpot_p = pct([r.tpot_s for r in done if r.output_tokens > 1])
+        q_p = pct([r.first_scheduled_s - r.arrival_s for r in first])
     tstats = {}
     for ti, ts in enumerate(tenants):
         if len(tenants) == 1:  # every request is tenant 0's: the window's own figures
             n_done, ok, t_ttft, t_tpot, t_e2e, ttb_p = len(done), slo_ok, ttft_p, tpot_p, e2e_p, tbt_p
+            if brief:
+                t_ttft = ttb_p = _NAN3
+        elif brief:  # the tenant's completions and SLO outcomes only
+            ok = [k for r, k in zip(done, slo_ok) if r.tenant == ti]
+            n_done = len(ok)
+            t_ttft = t_tpot = t_e2e = ttb_p = _NAN3
         else:
             fd = [r for r in first if r.tenant == ti]
             dd = [r for r in done if r.tenant == ti]
@@ -213,13 +231,15 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
             t_ttft = pct([r.first_token_s - r.arrival_s for r in fd])
             t_tpot = pct([r.tpot_s for r in dd if r.output_tokens > 1])
             t_e2e = pct([r.completion_s - r.arrival_s for r in dd])
-            if len(replicas) == 1:
-                ttb = replicas[0].win.ttbt[ti]  # type: ignore[index]  # a tenant mix: per-tenant recorders
+            if any(rep.win.ttbt is None for rep in replicas):
+                ttb_p = _NAN3  # (``ClusterReadout.skip_tenant_tbt``: not recorded)
+            elif len(replicas) == 1:
+                ttb_p = replicas[0].win.ttbt[ti].percentiles()  # type: ignore[index]  # per-tenant recorders
             else:
                 ttb = TBTRecorder()
                 for rep in replicas:
                     ttb.extend(rep.win.ttbt[ti])  # type: ignore[index]
-            ttb_p = ttb.percentiles()
+                ttb_p = ttb.percentiles()
         tstats[ts.name] = TenantWindowStats(
             name=ts.name, completions=n_done,
             ttft_s=pdict(t_ttft),
@@ -234,7 +254,7 @@ def collect_window(replicas: Sequence[Replica], tenants: Sequence[TenantSpec], l
         tbt_s=pdict(tbt_p),
         e2e_s=pdict(e2e_p),
         tpot_s=pdict(tpot_p),
-        queueing_delay_s=pdict(pct([r.first_scheduled_s - r.arrival_s for r in first])),
+        queueing_delay_s=pdict(q_p),
         tbt_mean_s=tbt_mean,
         throughput_tok_s=tokens / dur if dur > 0 else 0.0,
         throughput_req_s=len(done) / dur if dur > 0 else 0.0,

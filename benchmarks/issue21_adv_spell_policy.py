@@ -1,0 +1,180 @@
+"""The shipped adversarial module with a fitted spell-level guard decision (issue 21, ninth session).
+
+``issue21_adv_spells.py`` labels, at ``low+mega`` windows (the rule's mega-prompt guard), the value of
+dropping the guard for the rest of the spell minus holding it. A regressor of that label on observable
+features (the rule detector's level-2 phase features and six raw observation columns) decides the guard
+in :class:`SpellPolicy`; the module plays every other window and every other knob. Modes:
+
+- ``replace``: hold the guard unless the predicted advantage of dropping exceeds ``margin``; once
+  dropped, stay dropped until the next mega-prompt (the labelled candidate);
+- ``veto``: the module's own choice, except a drop whose predicted advantage is below ``-margin``;
+- ``add``: the module's choice, plus a drop (for the rest of the spell) where the prediction exceeds ``margin``.
+
+Fit: ``python benchmarks/issue21_adv_spell_policy.py fit --labels DIR --model M.pt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from inferencegym.envs.actions import ServeAction  # noqa: E402
+from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
+from inferencegym.rl.advantage_fit import COMPACT_COLS, AdvantageModel  # noqa: E402
+from inferencegym.rl.policy_loader import load_policy  # noqa: E402
+
+TASK = "adversarial_multitenant"
+FEAT_DIM = 8
+
+
+def features(feat: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """(N, 14): level-2 phase features, then raw observation columns ``COMPACT_COLS``."""
+    feat, obs = np.atleast_2d(feat), np.atleast_2d(obs)
+    return np.concatenate([feat, obs[:, list(COMPACT_COLS)]], axis=1).astype(np.float32)
+
+
+class SpellPolicy:
+    """The module; the ``low+mega`` guard decided by a spell-advantage regressor (see module docstring)."""
+
+    def __init__(self, module, model: AdvantageModel, margin: float, mode: str = "replace"):
+        if mode not in ("replace", "veto", "add"):
+            raise ValueError(f"mode must be replace, veto or add; got {mode!r}")
+        self.base, self.model, self.margin, self.mode = module, model, float(margin), mode
+        self.rule = PhaseRulePolicy(TASK)
+
+    def reset(self, seed=None):
+        self.base.reset(seed)
+        self.rule.reset(seed)
+        self.w, self.spell, self.dropped = 0, None, False
+
+    def act(self, obs, info=None):
+        a = ServeAction.from_any(self.base.act(obs, info))
+        self.rule.act(obs, info)
+        w, self.w = self.w, self.w + 1
+        if self.rule.detector.forecast() != "low+mega":
+            return a
+        f = self.rule.detector.features(level=2)
+        start = w - round(float(f[6]) * 10)
+        if start != self.spell:
+            self.spell, self.dropped = start, False
+        if self.dropped:
+            return a.model_copy(update={"kv_budget_fraction": 0.9})
+        pred = float(self.model.predict(features(f, np.asarray(obs, np.float32).reshape(-1)))[0, 0])
+        mod_drops = a.kv_budget_fraction > 0.5
+        if self.mode == "replace":
+            drop = pred > self.margin
+        elif self.mode == "veto":
+            drop = mod_drops and pred >= -self.margin
+        else:
+            drop = mod_drops or pred > self.margin
+        if drop and self.mode != "veto":
+            self.dropped = True
+        return a.model_copy(update={"kv_budget_fraction": 0.9 if drop else 0.15})
+
+
+def make_actor(spec: str):
+    """``spell:MODEL.pt@MARGIN[@MODE]`` -> :class:`SpellPolicy` on the shipped module; ``export:DIR`` -> an
+    exported module; ``phase_rule``; else a ``load_policy`` spec."""
+    if spec.startswith("spell:"):
+        path, _, rest = spec.removeprefix("spell:").partition("@")
+        margin, _, mode = rest.partition("@")
+        try:
+            margin_f = float(margin)
+        except ValueError:
+            raise ValueError(f"spell spec {spec!r}: expected spell:MODEL.pt@MARGIN[@MODE] with a number as "
+                             f"MARGIN, e.g. spell:benchmarks/results/issue21/ninth_spell_r0.pt@0.1") from None
+        if not Path(path).is_file():
+            raise ValueError(f"spell spec {spec!r}: no regressor file {path!r} (fit one with "
+                             f"`issue21_adv_spell_policy.py fit`)")
+        return SpellPolicy(load_policy("pretrained:adversarial_multitenant", TASK), AdvantageModel.load(path),
+                           margin_f, mode or "replace")
+    if spec == "phase_rule":
+        return PhaseRulePolicy(TASK)
+    if spec.startswith("export:"):  # a module written by issue21_adv_spell_distill.py (export_module format)
+        from inferencegym.rl.policy_loader import load_exported
+
+        path = spec.removeprefix("export:")
+        if not (Path(path) / "module.json").is_file():
+            raise ValueError(f"export spec {spec!r}: no module.json in {path!r} (a directory written by "
+                             f"issue21_adv_spell_distill.py, e.g. ray_results/adv_spell_student/r2)")
+        return load_exported(path, TASK)
+    return load_policy(spec, TASK)
+
+
+def load(dirs: list[Path], tags: list[str] | None = None) -> dict[str, np.ndarray]:
+    xs, ys, eps, dropped, kvp = [], [], [], [], []
+    files = sorted(p for d in dirs for p in d.glob(f"{TASK}_*.npz")
+                   if tags is None or p.stem.split("_")[-2] in tags)
+    for i, p in enumerate(files):
+        d = np.load(p)
+        if len(d["w"]) == 0:
+            continue
+        xs.append(features(d["feat"], d["obs"]))
+        ys.append(d["q_drop"] - d["q_hold"])
+        eps.append(np.full(len(d["w"]), i))
+        dropped.append(d["dropped_before"])
+        kvp.append(d["kv_played"])
+    return {"x": np.concatenate(xs), "y": np.concatenate(ys).astype(np.float32), "ep": np.concatenate(eps),
+            "dropped_before": np.concatenate(dropped), "kv_played": np.concatenate(kvp), "files": len(files)}
+
+
+def fit(args) -> None:
+    d = load(args.labels)
+    keep = d["dropped_before"] < 0.5 if args.undropped_only else np.ones(len(d["y"]), bool)
+    x, y, ep = d["x"][keep], d["y"][keep], d["ep"][keep]
+    report = [f"{d['files']} episodes, {len(y)} labelled windows; drop pays in {(y > 0).mean():.2%}, mean {y.mean():+.3f}"]
+    print(report[0])
+    cols = np.arange(x.shape[1])
+    # 3-fold CV by episode: the labels summed where the held-out prediction exceeds m, per episode
+    # (one-window sums: they overlap within a spell, so they rank margins, they are not grades)
+    folds = ep % 3
+    for clip in args.clips:
+        preds = np.zeros(len(y))
+        for k in range(3):
+            m = AdvantageModel(x.shape[1], 1, cols=cols, clip=clip, hidden=args.hidden, seed=k)
+            m.fit(x[folds != k], y[folds != k, None], epochs=args.epochs)
+            preds[folds == k] = m.predict(x[folds == k])[:, 0]
+        n_ep = len(np.unique(ep))
+        line = [f"clip {clip}: corr {np.corrcoef(preds, y)[0, 1]:+.3f}"]
+        for mg in (-0.2, 0.0, 0.1, 0.2, 0.4):
+            sel = preds > mg
+            line.append(f"m{mg:+.1f}: drop {sel.mean():.0%} gain/ep {y[sel].sum() / n_ep:+.3f}")
+        line.append(f"module's drops gain/ep {y[d['kv_played'][keep] > 0.5].sum() / n_ep:+.3f}")
+        report.append("; ".join(line))
+        print(report[-1], flush=True)
+    m = AdvantageModel(x.shape[1], 1, cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
+    m.fit(x, y[:, None], epochs=args.epochs)
+    m.save(args.model)
+    print(f"wrote {args.model} (clip {args.clips[0]})")
+    if args.json_out:
+        import json
+
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv_spell_policy.py " + " ".join(sys.argv[1:]),
+                                             "cross_validation": report}, indent=1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fit")
+    f.add_argument("--labels", type=Path, nargs="+", required=True)
+    f.add_argument("--model", type=Path, required=True)
+    f.add_argument("--clips", type=float, nargs="+", default=[1.0])
+    f.add_argument("--hidden", type=int, default=32)
+    f.add_argument("--epochs", type=int, default=60)
+    f.add_argument("--undropped-only", action="store_true")
+    f.add_argument("--json-out", type=Path, default=None)
+    args = ap.parse_args()
+    if args.cmd == "fit":
+        fit(args)
+
+
+if __name__ == "__main__":
+    main()

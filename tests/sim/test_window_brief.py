@@ -1,0 +1,115 @@
+"""What an env step skips of the window readout changes nothing else. A brief readout
+(``Cluster.window_stats(brief=True)``) is the full one bit for bit but for the figures it leaves out
+(NaN): the TBT mean, the end-to-end / TPOT / queueing-delay percentiles and every tenant's latency
+percentiles (checked on the same windows: brief without reset, then the full readout with reset,
+across tenants, replicas, speculation on and off, a knob change). ``Cluster.skip_tenant_tbt``
+gives the same run (results, random streams, window statistics) but the tenants' ``tbt_s``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
+
+from sim_util import clone, poisson_requests, results_equal
+
+LEFT_OUT = ("tbt_mean_s", "e2e_s", "tpot_s", "queueing_delay_s")
+"""Cluster-level figures a brief readout does not compute."""
+TENANT_LEFT_OUT = ("ttft_s", "tbt_s", "tpot_s", "e2e_s")
+"""Per-tenant figures a brief readout does not compute."""
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return (a != a and b != b) or a.hex() == b.hex()
+    return a == b
+
+
+def _all_nan(x) -> bool:
+    return all(v != v for v in x.values()) if isinstance(x, dict) else x != x
+
+
+@pytest.mark.parametrize("tenants,replicas,spec,seed", [
+    (3, 2, 3, 1),   # speculating tenant mix over two replicas (the adversarial task's shape)
+    (3, 1, 2, 2),   # one replica: its recorders read in place
+    (1, 1, 0, 3),   # one tenant, no speculation (arithmetic-run records)
+    (2, 3, 0, 4),
+])
+def test_brief_readout_is_the_full_one_without_the_left_out_figures(tenants, replicas, spec, seed):
+    ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
+               for i in range(tenants))
+    cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.1, speculation_depth=spec, batch_cap=32),
+                        num_replicas=replicas, tenants=ts, priority_routing=tenants > 1)
+    reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
+                            output=(1, 300), tenants=tenants)
+    c = Cluster(cfg, np.random.default_rng(seed), check_invariants=True)
+    c.submit(reqs)
+    t = 0.0
+    windows = computed = 0
+    while c.n_completed + c.n_rejected < c.n_submitted:
+        t += 0.7
+        c.run_until(t)
+        if round(t / 0.7) == 4:
+            c.apply_replica_config(None, speculation_depth=max(spec - 1, 0), batch_cap=16)
+        brief = dataclasses.asdict(c.window_stats(reset=False, brief=True))
+        full = dataclasses.asdict(c.window_stats(reset=True))
+        windows += 1
+        for k, v in full.items():
+            if k in LEFT_OUT:
+                assert _all_nan(brief[k]), k
+                computed += not _all_nan(v)
+            elif k == "tenants":
+                assert v.keys() == brief[k].keys()
+                for name, tv in v.items():
+                    for kk, x in tv.items():
+                        if kk in TENANT_LEFT_OUT:
+                            assert _all_nan(brief[k][name][kk]), (name, kk)
+                        else:
+                            assert _same(brief[k][name][kk], x), (name, kk)
+            else:
+                assert _same(brief[k], v), k
+    assert windows > 5 and computed > 0  # (the full readout had those figures to leave out)
+
+
+@pytest.mark.parametrize("replicas,spec,seed", [(2, 3, 5), (1, 2, 6), (2, 0, 7)])
+def test_skipping_tenant_tbt_changes_nothing_but_the_tenants_tbt(replicas, spec, seed):
+    """``Cluster.skip_tenant_tbt`` (what ``LLMServeEnv`` calls): the same per-request results, random
+    streams and window statistics as a cluster that records them, but every tenant's ``tbt_s`` NaN."""
+    ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
+               for i in range(3))
+    cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.1, speculation_depth=spec, batch_cap=32),
+                        num_replicas=replicas, tenants=ts, priority_routing=True)
+    reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
+                            output=(1, 300), tenants=3)
+    runs = []
+    for skip in (False, True):
+        c = Cluster(cfg, np.random.default_rng(seed), check_invariants=True)
+        if skip:
+            c.skip_tenant_tbt()
+        c.submit(clone(reqs))
+        stats = []
+        t = 0.0
+        while c.n_completed + c.n_rejected < c.n_submitted:
+            t += 0.7
+            c.run_until(t)
+            stats.append(dataclasses.asdict(c.window_stats(reset=True)))
+        runs.append((c, stats))
+    (full, fs), (skipped, ss) = runs
+    assert results_equal(full.results(), skipped.results())
+    for x, y in zip(full.replicas, skipped.replicas):
+        assert x.rng.bit_generator.state == y.rng.bit_generator.state and y.win.ttbt is None
+    assert len(fs) == len(ss) > 5
+    recorded = 0
+    for a, b in zip(fs, ss):
+        for name in a["tenants"]:
+            assert _all_nan(b["tenants"][name]["tbt_s"])
+            recorded += not _all_nan(a["tenants"][name]["tbt_s"])
+            a["tenants"][name]["tbt_s"] = b["tenants"][name]["tbt_s"]
+        assert _same(a, b)
+    assert recorded > 0
