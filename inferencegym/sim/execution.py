@@ -38,6 +38,7 @@ from inferencegym.sim.execution_params import (
 from inferencegym.sim.execution_pipeline import PipelineCosts
 from inferencegym.sim.execution_rates import dense_tier
 from inferencegym.sim.execution_setup import check_model_args
+from inferencegym.sim.execution_shared import shared_model as _shared
 from inferencegym.sim.execution_spec import SpeculativeCosts, draft_shape, resolve_proposer
 from inferencegym.sim.gpu_memory import memory_budget, sampler_path
 from inferencegym.sim.presets import (
@@ -165,11 +166,8 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
     def shared_preset(cls, model: str = "llama-2-7b", gpu: str = "a100-80gb", tensor_parallel: int = 1,
                       quantization: str = "fp16", **kw: Any) -> ExecutionModel:
         """:meth:`from_preset`'s model, one instance per distinct set of constructor inputs in this
-        process (a bounded memo keyed by the resolved presets and parameters, compared by value):
-        the methods are pure memoised functions of those inputs, so a model shared by every
-        cluster built alike (an env's resets) answers as a fresh one, with its memos warm. The
-        tiers of :meth:`with_quantization` of a shared model are shared the same way. A model
-        handed out here must not be changed (nothing in the simulator changes one)."""
+        process (``execution_shared.py``): answers as a fresh one, with its memos warm; its
+        :meth:`with_quantization` tiers are shared too. A shared model must not be changed."""
         return cls.from_preset(model, gpu, tensor_parallel, quantization, _share=True, **kw)
 
     def _replace(self, **kw) -> ExecutionModel:
@@ -471,25 +469,3 @@ class ExecutionModel(KernelCosts, SpeculativeCosts, PipelineCosts):
                 f"tensor_parallel={self.tensor_parallel}, quantization={self.quantization.name!r}, "
                 f"engine_profile={self.engine_profile!r})")
 
-
-_SHARED: dict[tuple, ExecutionModel] = {}
-"""Shared models (:meth:`ExecutionModel.shared_preset`) by their constructor arguments."""
-_SHARED_MAX = 64
-"""At most this many shared models are kept (the memo starts afresh beyond it)."""
-
-
-def _shared(cls: type, args: dict[str, Any]) -> ExecutionModel:
-    """The shared model built from ``args`` (built now on a miss; unshared when an argument is
-    not hashable)."""
-    key = tuple(args.items())
-    try:
-        m = _SHARED.get(key)
-    except TypeError:  # an argument without a value hash: not shared
-        return cls(**args)
-    if m is None:
-        m = cls(**args)
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        m._shared_key = key
-        _SHARED[key] = m
-    return m
