@@ -119,7 +119,9 @@ class ClusterReadout:
         speculative steps merge an iteration's records of equal value (the sequences with the
         iteration's common gap and the same token count: one record, weights summed), which leaves
         the weighted multiset of values, hence every inverted-CDF percentile, bit for bit as
-        before with fewer records to write, read and free. ``window_stats(brief=False)`` (and
+        before with fewer records to write, read and free. Compiled core only
+        (``spec_step.NATIVE``): in pure Python the counting costs more than it saves, so it
+        records per sequence as before. ``window_stats(brief=False)`` (and
         ``run_stats``) then refuse with a ValueError: the mean over merged records would round
         differently. Per-request figures are not affected."""
         for rep in self.replicas:

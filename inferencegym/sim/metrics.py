@@ -89,7 +89,7 @@ class ReplicaWindow:
     ``tbt`` holds every time-between-token sample of the replica; ``ttbt`` one recorder per tenant
     (only with several tenants, so the single-tenant hot path skips it). ``add_tbt`` is the one way
     samples are recorded, whatever the advance mode (closed-form run, iteration, speculation, token).
-    ``merge_tbt`` (``ClusterReadout.percentiles_only_tbt``): the speculative steps record the
+    ``merge_tbt`` (``ClusterReadout.percentiles_only_tbt``): the compiled speculative steps record the
     sequences of an iteration that share its common gap and token count as one record, their
     weights summed (the same weighted multiset of values, so the same inverted-CDF percentiles; a
     TBT mean from them would round differently, so such a window is read by the brief readout only).

@@ -41,7 +41,7 @@ from .execution import ExecutionModel
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
 from .spec_draws import Draw, table_draw
-from .spec_step import merged_records
+from .spec_step import NATIVE, merged_records
 
 if TYPE_CHECKING:
     from .events import EventQueue
@@ -162,7 +162,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     zeros, ones = [0.0] * B, [1] * B  # every record here is one value: step 0.0, n 1, added in bulk
     # ``win.merge_tbt``: an iteration whose sequences all have the first one's gap (nonzero: a
     # zero's sign stays its own) is recorded as one record per token count, weights summed
-    merge = win.merge_tbt
+    merge = win.merge_tbt and NATIVE
     hist = [0] * (k + 2) if merge else []  # per token count above 3: its sequences (0 between iterations)
     nh = len(hist)
     if ttbt is not None:  # per tenant with sequences here: its records and its sequences' positions
@@ -244,7 +244,9 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         for r in decodes:
             n = js[s]
             g = e - r.last_token_s
-            if g != gc:
+            if mixed:
+                pass
+            elif g != gc:
                 mixed = True
             elif n == 1:
                 c1 += 1

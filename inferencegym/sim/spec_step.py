@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from .metrics import ReplicaWindow
     from .request import Request
 
+NATIVE: bool = not __file__.endswith(".py")
+"""Whether this module runs compiled (``inferencegym.accel``). Only then do the speculative steps
+merge their TBT records (``ReplicaWindow.merge_tbt``): there the per-sequence counting costs a few
+instructions, in pure Python more bytecode than the readout saves (the same percentiles either way)."""
+
 
 def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "ReplicaWindow", quality: float,
                buf: list[float], ui: int, rng: Any) -> tuple[list[float], int]:
@@ -41,11 +46,12 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     nv = [0] * B  # ... and its tokens (the record's weight)
     # ``win.merge_tbt``: a step whose sequences all have the first one's gap (nonzero: a zero's
     # sign stays its own) is recorded as one record per token count (``merge_counts``)
-    gc = now - decodes[0].last_token_s if win.merge_tbt and B else 0.0
+    merge = win.merge_tbt and NATIVE and B > 0
+    gc = now - decodes[0].last_token_s if merge else 0.0
     mixed = gc == 0.0
     big = False
     c1 = c2 = c3 = 0  # the sequences of 1, 2, 3 tokens (of the common gap) ...
-    hist = [0] * (k + 2) if win.merge_tbt else []  # ... and of more
+    hist = [0] * (k + 2) if merge else []  # ... and of more
     nh = len(hist)
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
@@ -86,7 +92,9 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         if j < n:
             n = j
         gap = now - r.last_token_s
-        if gap != gc:
+        if mixed:
+            pass
+        elif gap != gc:
             mixed = True
         elif n == 1:
             c1 += 1

@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
 from inferencegym.sim.metrics import TBTRecorder, weighted_arith_percentiles
+from inferencegym.sim import spec_step
 from inferencegym.sim.spec_step import merged_records
 from inferencegym.sim.tbt_small import one_value_figures, small_percentiles
 
@@ -134,7 +135,7 @@ def test_a_merging_cluster_reads_the_same_brief_windows(tenants, replicas, spec,
     for x, y in zip(plain.replicas, merged.replicas):
         assert x.rng.bit_generator.state == y.rng.bit_generator.state
     assert len(ps) == len(ms) > 5 and all(_same(a, b) for a, b in zip(ps, ms))
-    assert mr < pr  # (the merge took place)
+    assert mr < pr if spec_step.NATIVE else mr == pr  # (merged when compiled: ``spec_step.NATIVE``)
     with pytest.raises(ValueError, match="brief=True"):
         merged.window_stats(reset=False)
     with pytest.raises(ValueError, match="percentiles_only_tbt"):
