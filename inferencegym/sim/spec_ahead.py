@@ -163,8 +163,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
     # ``win.merge_tbt``: an iteration whose sequences all have the first one's gap (nonzero: a
     # zero's sign stays its own) is recorded as one record per token count, weights summed
     merge = win.merge_tbt and NATIVE
-    hist = [0] * (k + 2) if merge else []  # per token count above 3: its sequences (0 between iterations)
-    nh = len(hist)
+    kcap = k + 2
     if ttbt is not None:  # per tenant with sequences here: its records and its sequences' positions
         tgroups: list[tuple[list[float], list, list[float], list[int], list[int], list[float], list[int]]] = []
         for ti in range(len(ttbt)):
@@ -237,28 +236,19 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         short = 0
         grow = None
         s = 0
-        gc = e - decodes[0].last_token_s if merge and B else 0.0
-        mixed = gc == 0.0  # (also without merging)
-        big = False
-        c1 = c2 = c3 = 0  # the sequences of 1, 2, 3 tokens (of the common gap)
+        mixed = True  # (whether the iteration is recorded per sequence)
+        gc = 0.0
+        if merge and B:
+            gc = e - decodes[0].last_token_s
+            mixed = gc == 0.0
+            if not mixed:
+                for r in decodes:
+                    if e - r.last_token_s != gc:  # (the loop's ``g``)
+                        mixed = True
+                        break
         for r in decodes:
             n = js[s]
             g = e - r.last_token_s
-            if mixed:
-                pass
-            elif g != gc:
-                mixed = True
-            elif n == 1:
-                c1 += 1
-            elif n == 2:
-                c2 += 1
-            elif n == 3:
-                c3 += 1
-            elif n < nh:
-                hist[n] += 1
-                big = True
-            else:
-                mixed = True
             per = g / n
             pv[s] = per
             s += 1
@@ -278,11 +268,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
                 else:
                     grow.append((r, nb))
         if B:
-            if not mixed:
-                merged_records(gc, c1, c2, c3, hist, big, d0l, wl, rstep, rn)
-            else:
-                if big:
-                    hist = [0] * nh
+            if mixed or not merged_records(gc, js, kcap, d0l, wl, rstep, rn):
                 d0l += pv
                 wl += js  # (an int weight: the same float in ``TBTRecorder.arrays``)
                 rstep += zeros

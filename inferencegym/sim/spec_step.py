@@ -45,14 +45,17 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     pv = [0.0] * B  # per sequence: its gap per token (the record's value) ...
     nv = [0] * B  # ... and its tokens (the record's weight)
     # ``win.merge_tbt``: a step whose sequences all have the first one's gap (nonzero: a zero's
-    # sign stays its own) is recorded as one record per token count (``merge_counts``)
-    merge = win.merge_tbt and NATIVE and B > 0
-    gc = now - decodes[0].last_token_s if merge else 0.0
-    mixed = gc == 0.0
-    big = False
-    c1 = c2 = c3 = 0  # the sequences of 1, 2, 3 tokens (of the common gap) ...
-    hist = [0] * (k + 2) if merge else []  # ... and of more
-    nh = len(hist)
+    # sign stays its own) is recorded as one record per token count (``merged_records``)
+    mixed = True  # (whether the step is recorded per sequence)
+    gc = 0.0
+    if win.merge_tbt and NATIVE and B:
+        gc = now - decodes[0].last_token_s
+        mixed = gc == 0.0
+        if not mixed:
+            for r in decodes:
+                if now - r.last_token_s != gc:  # (the loop's ``gap``)
+                    mixed = True
+                    break
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
         tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
@@ -92,21 +95,6 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         if j < n:
             n = j
         gap = now - r.last_token_s
-        if mixed:
-            pass
-        elif gap != gc:
-            mixed = True
-        elif n == 1:
-            c1 += 1
-        elif n == 2:
-            c2 += 1
-        elif n == 3:
-            c3 += 1
-        elif n < nh:
-            hist[n] += 1
-            big = True
-        else:
-            mixed = True
         per = gap / n
         pv[s] = per
         nv[s] = n  # (an int weight: the same float in ``TBTRecorder.arrays``)
@@ -122,9 +110,7 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
         r.generated_tokens += n
         r.kv_tokens += n
         toks += n
-    if not mixed:
-        merged_records(gc, c1, c2, c3, hist, big, d0l, wl, rec.step, rec.n)
-    else:
+    if mixed or not merged_records(gc, nv, k + 2, d0l, wl, rec.step, rec.n):
         d0l += pv
         wl += nv
         rec.step += [0.0] * B
@@ -141,13 +127,29 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     return buf, ui
 
 
-def merged_records(gap: float, c1: int, c2: int, c3: int, hist: list[int], big: bool, d0l: list[float],
-                   wl: list, steps: list[float], counts: list[int]) -> None:
-    """Record a step's sequences that all had the gap ``gap`` (nonzero) as one record per token
-    count ``n`` (``c1``, ``c2``, ``c3`` sequences of 1, 2, 3 tokens; ``hist[n]`` of ``n`` > 3 when
-    ``big``, zeroed here): ``(gap / n, 0.0, 1, n * sequences)``, the weighted multiset of values of
-    their per-sequence records (``gap / n``, weight ``n``) with equal values' int weights summed,
-    so the same inverted-CDF percentiles in fewer records (``ClusterReadout.percentiles_only_tbt``)."""
+def merged_records(gap: float, ns: list[int], kcap: int, d0l: list[float], wl: list, steps: list[float],
+                   counts: list[int]) -> bool:
+    """Record a step's sequences that all had the gap ``gap`` (nonzero) and ``ns`` tokens as one
+    record per token count ``n``: ``(gap / n, 0.0, 1, n * sequences)``, the weighted multiset of
+    values of their per-sequence records (``gap / n``, weight ``n``) with equal values' int weights
+    summed, so the same inverted-CDF percentiles in fewer records
+    (``ClusterReadout.percentiles_only_tbt``). False, recording nothing, when a count is outside
+    ``1 .. max(3, kcap - 1)`` (the caller records per sequence)."""
+    c1 = c2 = c3 = 0
+    hist: list[int] = []
+    for n in ns:
+        if n == 1:
+            c1 += 1
+        elif n == 2:
+            c2 += 1
+        elif n == 3:
+            c3 += 1
+        elif 3 < n < kcap:
+            if not hist:
+                hist = [0] * kcap
+            hist[n] += 1
+        else:
+            return False
     if c1:
         d0l.append(gap / 1)  # (each sequence's ``gap / n``, bit for bit)
         wl.append(c1)
@@ -163,12 +165,11 @@ def merged_records(gap: float, c1: int, c2: int, c3: int, hist: list[int], big: 
         wl.append(c3 * 3)
         steps.append(0.0)
         counts.append(1)
-    if big:
-        for i in range(4, len(hist)):
-            c = hist[i]
-            if c:
-                d0l.append(gap / i)
-                wl.append(c * i)
-                steps.append(0.0)
-                counts.append(1)
-                hist[i] = 0
+    for i in range(4, len(hist)):
+        c = hist[i]
+        if c:
+            d0l.append(gap / i)
+            wl.append(c * i)
+            steps.append(0.0)
+            counts.append(1)
+    return True

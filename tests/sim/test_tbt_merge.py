@@ -82,18 +82,17 @@ def test_merging_equal_values_keeps_every_percentile(seed, iters, batch, depth, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(gap=st.floats(1e-6, 1.0), ns=st.lists(st.integers(1, 9), min_size=1, max_size=80))
-def test_merged_records_are_the_steps_sequences_as_their_multiset(gap, ns):
+@given(gap=st.floats(1e-6, 1.0), ns=st.lists(st.integers(1, 9), min_size=1, max_size=80),
+       kcap=st.integers(2, 10))
+def test_merged_records_are_the_steps_sequences_as_their_multiset(gap, ns, kcap):
     plain, merged = TBTRecorder(), TBTRecorder()
     for n in ns:
         plain.add(gap / n, 0.0, 1, n)
-    hist = [0] * 10
-    for n in ns:
-        if n > 3:
-            hist[n] += 1
-    merged_records(gap, ns.count(1), ns.count(2), ns.count(3), hist, max(ns) > 3,
-                   merged.d0, merged.w, merged.step, merged.n)
-    assert hist == [0] * 10  # (zeroed for the next step)
+    ok = merged_records(gap, ns, kcap, merged.d0, merged.w, merged.step, merged.n)
+    assert ok == all(n <= 3 or n < kcap for n in ns)
+    if not ok:
+        assert len(merged) == 0  # (nothing recorded: the caller records per sequence)
+        return
     assert len(merged) == len(set(ns)) and sum(merged.w) == sum(ns)
     assert sorted(zip(merged.d0, merged.w)) == sorted((gap / n, ns.count(n) * n) for n in set(ns))
     assert _bits(_brief_percentiles(merged)) == _bits(_brief_percentiles(plain))
