@@ -93,3 +93,12 @@ def clone_with_hashes(reqs: list[Request]) -> list[Request]:
     return [Request(req_id=r.req_id, arrival_s=r.arrival_s, prompt_tokens=r.prompt_tokens,
                     output_tokens=r.output_tokens, tenant=r.tenant, priority=r.priority,
                     block_hashes=r.block_hashes) for r in reqs]
+
+
+def same_bits(a, b) -> bool:
+    """``a`` and ``b`` equal, floats bit for bit (NaN equals NaN), dicts key by key."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_bits(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return (a != a and b != b) or a.hex() == b.hex()
+    return a == b

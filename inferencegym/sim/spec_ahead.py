@@ -41,7 +41,7 @@ from .execution import ExecutionModel
 from .replica_advance import ITER
 from .spec_chunks import apply_chunks, completes_prompt, hands_off, next_chunks, prefilling
 from .spec_draws import Draw, table_draw
-from .spec_step import NATIVE, merged_records
+from .spec_step import NATIVE, common_gap, merged_records
 
 if TYPE_CHECKING:
     from .events import EventQueue
@@ -236,16 +236,8 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         short = 0
         grow = None
         s = 0
-        mixed = True  # (whether the iteration is recorded per sequence)
-        gc = 0.0
-        if merge and B:
-            gc = e - decodes[0].last_token_s
-            mixed = gc == 0.0
-            if not mixed:
-                for r in decodes:
-                    if e - r.last_token_s != gc:  # (the loop's ``g``)
-                        mixed = True
-                        break
+        gc = common_gap(decodes, e) if merge else 0.0
+        mixed = gc == 0.0  # (whether the iteration is recorded per sequence)
         for r in decodes:
             n = js[s]
             g = e - r.last_token_s

@@ -46,16 +46,8 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     nv = [0] * B  # ... and its tokens (the record's weight)
     # ``win.merge_tbt``: a step whose sequences all have the first one's gap (nonzero: a zero's
     # sign stays its own) is recorded as one record per token count (``merged_records``)
-    mixed = True  # (whether the step is recorded per sequence)
-    gc = 0.0
-    if win.merge_tbt and NATIVE and B:
-        gc = now - decodes[0].last_token_s
-        mixed = gc == 0.0
-        if not mixed:
-            for r in decodes:
-                if now - r.last_token_s != gc:  # (the loop's ``gap``)
-                    mixed = True
-                    break
+    gc = common_gap(decodes, now) if win.merge_tbt and NATIVE else 0.0
+    mixed = gc == 0.0  # (whether the step is recorded per sequence)
     ttbt = win.ttbt
     if ttbt is not None:  # per tenant: its records' values, weights and count
         tda: list[Callable[[float], None]] = [tr.d0.append for tr in ttbt]
@@ -125,6 +117,21 @@ def apply_spec(decodes: list[Request], now: float, k: int, got: tuple, win: "Rep
     win.tokens_out += toks
     win.quality_token_sum += quality * toks
     return buf, ui
+
+
+def common_gap(decodes: list[Request], now: float) -> float:
+    """The gap ``now - last_token_s`` every sequence of ``decodes`` shares (the loops' per-sequence
+    gap, bit for bit), or 0.0 when they differ or there are none (a zero gap is never merged: its
+    sign stays its own record)."""
+    if not decodes:
+        return 0.0
+    gc = now - decodes[0].last_token_s
+    if gc == 0.0:
+        return 0.0
+    for r in decodes:
+        if now - r.last_token_s != gc:
+            return 0.0
+    return gc
 
 
 def merged_records(gap: float, ns: list[int], kcap: int, d0l: list[float], wl: list, steps: list[float],

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
 
-from sim_util import clone, poisson_requests, results_equal
+from sim_util import clone, poisson_requests, results_equal, same_bits
 
 TENANTS = (TenantSpec(name="a"), TenantSpec(name="b", priority=1))
 
@@ -60,19 +60,11 @@ def _simulate(cfg: ClusterConfig, reqs, seed: int, windows: bool, knobs: bool):
     return c, stats
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, float):
-        return (a != a and b != b) or a.hex() == b.hex()
-    return a == b
-
-
 def _check(cfg, reqs, seed, windows, knobs=False):
     fast, fs = _run(cfg, reqs, seed, False, windows, knobs)
     ref, rs = _run(cfg, reqs, seed, True, windows, knobs)
     assert results_equal(fast.results(), ref.results())
-    assert len(fs) == len(rs) and all(_same(a, b) for a, b in zip(fs, rs))
+    assert len(fs) == len(rs) and all(same_bits(a, b) for a, b in zip(fs, rs))
     for x, y in zip(fast.replicas, ref.replicas):
         assert x.iterations == y.iterations and x.win.tbt.d0 == y.win.tbt.d0 and x.win.tbt.w == y.win.tbt.w
         assert x.win.kv_area.hex() == y.win.kv_area.hex() and x.kv.used_blocks == y.kv.used_blocks
@@ -146,5 +138,5 @@ def test_disaggregated_chunks_are_bit_identical(depth):
     finally:
         cl.advance_spec = orig
     assert results_equal(fast.results(), ref.results())
-    assert len(fs) == len(rs) and all(_same(a, b) for a, b in zip(fs, rs))
+    assert len(fs) == len(rs) and all(same_bits(a, b) for a, b in zip(fs, rs))
     assert fast.n_completed == ref.n_completed > 0

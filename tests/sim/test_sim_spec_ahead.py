@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
 from inferencegym.sim.spec_ahead import advance_spec
 
-from sim_util import clone, poisson_requests, results_equal
+from sim_util import clone, poisson_requests, results_equal, same_bits
 
 TENANTS = (TenantSpec(name="a", spec_acceptance=0.6), TenantSpec(name="b", priority=1, spec_acceptance=1.0),
            TenantSpec(name="c", spec_acceptance=0.0))
@@ -38,14 +38,6 @@ def _run(cfg: ClusterConfig, reqs, seed: int, reference: bool, knobs: bool):
     return c, stats
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, float):
-        return (a != a and b != b) or a.hex() == b.hex()
-    return a == b
-
-
 @pytest.mark.parametrize("scheduler,kv,replicas,router,knobs,seed", [
     ("vllm", 0.1, 2, "least_outstanding_requests", False, 1),
     ("vllm", 0.03, 1, "round_robin", False, 2),        # tight KV: preemptions at iteration boundaries
@@ -65,7 +57,7 @@ def test_spec_ahead_is_bit_identical_to_one_event_per_iteration(scheduler, kv, r
     fast, fs = _run(cfg, clone(reqs), seed, False, knobs)
     ref, rs = _run(cfg, clone(reqs), seed, True, knobs)
     assert results_equal(fast.results(), ref.results())
-    assert len(fs) == len(rs) and all(_same(a, b) for a, b in zip(fs, rs))
+    assert len(fs) == len(rs) and all(same_bits(a, b) for a, b in zip(fs, rs))
     for x, y in zip(fast.replicas, ref.replicas):  # the same uniforms consumed
         assert x.rng.bit_generator.state == y.rng.bit_generator.state
         assert x._ubuf[x._ui:x._ui + 50] == y._ubuf[y._ui:y._ui + 50]
@@ -116,7 +108,7 @@ def _chunked(seed: int, reference: bool, *, chunk: int, kv: float, prompt_max: i
 
 def _assert_same(fast, fs, ref, rs):
     assert results_equal(fast.results(), ref.results())
-    assert len(fs) == len(rs) and all(_same(a, b) for a, b in zip(fs, rs))
+    assert len(fs) == len(rs) and all(same_bits(a, b) for a, b in zip(fs, rs))
     for x, y in zip(fast.replicas, ref.replicas):  # the same uniforms consumed, the same state left
         assert x.rng.bit_generator.state == y.rng.bit_generator.state
         assert x._ubuf[x._ui:x._ui + 50] == y._ubuf[y._ui:y._ui + 50]

@@ -22,7 +22,7 @@ from inferencegym.sim import spec_step
 from inferencegym.sim.spec_step import merged_records
 from inferencegym.sim.tbt_small import one_value_figures, small_percentiles
 
-from sim_util import clone, poisson_requests, results_equal
+from sim_util import clone, poisson_requests, results_equal, same_bits
 
 QS = (50, 90, 99)
 
@@ -98,14 +98,6 @@ def test_merged_records_are_the_steps_sequences_as_their_multiset(gap, ns, kcap)
     assert _bits(_brief_percentiles(merged)) == _bits(_brief_percentiles(plain))
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, float):
-        return (a != a and b != b) or a.hex() == b.hex()
-    return a == b
-
-
 @pytest.mark.parametrize("tenants,replicas,spec,seed", [(3, 2, 3, 1), (1, 1, 2, 2), (3, 1, 4, 3)])
 def test_a_merging_cluster_reads_the_same_brief_windows(tenants, replicas, spec, seed):
     ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
@@ -133,7 +125,7 @@ def test_a_merging_cluster_reads_the_same_brief_windows(tenants, replicas, spec,
     assert results_equal(plain.results(), merged.results())
     for x, y in zip(plain.replicas, merged.replicas):
         assert x.rng.bit_generator.state == y.rng.bit_generator.state
-    assert len(ps) == len(ms) > 5 and all(_same(a, b) for a, b in zip(ps, ms))
+    assert len(ps) == len(ms) > 5 and all(same_bits(a, b) for a, b in zip(ps, ms))
     assert mr < pr if spec_step.NATIVE else mr == pr  # (merged when compiled: ``spec_step.NATIVE``)
     with pytest.raises(ValueError, match="brief=True"):
         merged.window_stats(reset=False)

@@ -15,20 +15,12 @@ import pytest
 
 from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
 
-from sim_util import clone, poisson_requests, results_equal
+from sim_util import clone, poisson_requests, results_equal, same_bits
 
 LEFT_OUT = ("tbt_mean_s", "e2e_s", "tpot_s", "queueing_delay_s")
 """Cluster-level figures a brief readout does not compute."""
 TENANT_LEFT_OUT = ("ttft_s", "tbt_s", "tpot_s", "e2e_s")
 """Per-tenant figures a brief readout does not compute."""
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, float):
-        return (a != a and b != b) or a.hex() == b.hex()
-    return a == b
 
 
 def _all_nan(x) -> bool:
@@ -71,9 +63,9 @@ def test_brief_readout_is_the_full_one_without_the_left_out_figures(tenants, rep
                         if kk in TENANT_LEFT_OUT:
                             assert _all_nan(brief[k][name][kk]), (name, kk)
                         else:
-                            assert _same(brief[k][name][kk], x), (name, kk)
+                            assert same_bits(brief[k][name][kk], x), (name, kk)
             else:
-                assert _same(brief[k], v), k
+                assert same_bits(brief[k], v), k
     assert windows > 5 and computed > 0  # (the full readout had those figures to leave out)
 
 
@@ -111,5 +103,5 @@ def test_skipping_tenant_tbt_changes_nothing_but_the_tenants_tbt(replicas, spec,
             assert _all_nan(b["tenants"][name]["tbt_s"])
             recorded += not _all_nan(a["tenants"][name]["tbt_s"])
             a["tenants"][name]["tbt_s"] = b["tenants"][name]["tbt_s"]
-        assert _same(a, b)
+        assert same_bits(a, b)
     assert recorded > 0
