@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request
+from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, Request, TenantSpec
 
 
 def poisson_requests(rng: np.random.Generator, *, rate: float, duration_s: float, prompt=(16, 1024),
@@ -102,3 +102,15 @@ def same_bits(a, b) -> bool:
     if isinstance(a, float):
         return (a != a and b != b) or a.hex() == b.hex()
     return a == b
+
+
+def tenant_mix(tenants: int, replicas: int, spec: int, seed: int) -> tuple[ClusterConfig, list[Request]]:
+    """A speculating tenant mix (acceptance 0.6 / 1.0 / 0.0, tenant 1 high priority) on ``replicas``
+    replicas with a tight KV budget, and 6 s of Poisson arrivals at 14 req/s per replica."""
+    ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
+               for i in range(tenants))
+    cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.1, speculation_depth=spec, batch_cap=32),
+                        num_replicas=replicas, tenants=ts, priority_routing=tenants > 1)
+    reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
+                            output=(1, 300), tenants=tenants)
+    return cfg, reqs

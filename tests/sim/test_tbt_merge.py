@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
+from inferencegym.sim import Cluster
 from inferencegym.sim.metrics import TBTRecorder, weighted_arith_percentiles
 from inferencegym.sim import spec_step
 from inferencegym.sim.spec_step import merged_records
 from inferencegym.sim.tbt_small import one_value_figures, small_percentiles
 
-from sim_util import clone, poisson_requests, results_equal, same_bits
+from sim_util import clone, results_equal, same_bits, tenant_mix
 
 QS = (50, 90, 99)
 
@@ -100,12 +100,7 @@ def test_merged_records_are_the_steps_sequences_as_their_multiset(gap, ns, kcap)
 
 @pytest.mark.parametrize("tenants,replicas,spec,seed", [(3, 2, 3, 1), (1, 1, 2, 2), (3, 1, 4, 3)])
 def test_a_merging_cluster_reads_the_same_brief_windows(tenants, replicas, spec, seed):
-    ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
-               for i in range(tenants))
-    cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.1, speculation_depth=spec, batch_cap=32),
-                        num_replicas=replicas, tenants=ts, priority_routing=tenants > 1)
-    reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
-                            output=(1, 300), tenants=tenants)
+    cfg, reqs = tenant_mix(tenants, replicas, spec, seed)
     runs = []
     for merge in (False, True):
         c = Cluster(cfg, np.random.default_rng(seed), check_invariants=True)

@@ -8,14 +8,13 @@ gives the same run (results, random streams, window statistics) but the tenants'
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
 
-from inferencegym.sim import Cluster, ClusterConfig, ReplicaConfig, TenantSpec
+from inferencegym.sim import Cluster
 
-from sim_util import clone, poisson_requests, results_equal, same_bits
+from sim_util import clone, results_equal, same_bits, tenant_mix
 
 LEFT_OUT = ("tbt_mean_s", "e2e_s", "tpot_s", "queueing_delay_s")
 """Cluster-level figures a brief readout does not compute."""
@@ -34,12 +33,7 @@ def _all_nan(x) -> bool:
     (2, 3, 0, 4),
 ])
 def test_brief_readout_is_the_full_one_without_the_left_out_figures(tenants, replicas, spec, seed):
-    ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
-               for i in range(tenants))
-    cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.1, speculation_depth=spec, batch_cap=32),
-                        num_replicas=replicas, tenants=ts, priority_routing=tenants > 1)
-    reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
-                            output=(1, 300), tenants=tenants)
+    cfg, reqs = tenant_mix(tenants, replicas, spec, seed)
     c = Cluster(cfg, np.random.default_rng(seed), check_invariants=True)
     c.submit(reqs)
     t = 0.0
@@ -73,12 +67,7 @@ def test_brief_readout_is_the_full_one_without_the_left_out_figures(tenants, rep
 def test_skipping_tenant_tbt_changes_nothing_but_the_tenants_tbt(replicas, spec, seed):
     """``Cluster.skip_tenant_tbt`` (what ``LLMServeEnv`` calls): the same per-request results, random
     streams and window statistics as a cluster that records them, but every tenant's ``tbt_s`` NaN."""
-    ts = tuple(TenantSpec(name=f"t{i}", priority=int(i == 1), spec_acceptance=(0.6, 1.0, 0.0)[i])
-               for i in range(3))
-    cfg = ClusterConfig(replica=ReplicaConfig(kv_budget_fraction=0.1, speculation_depth=spec, batch_cap=32),
-                        num_replicas=replicas, tenants=ts, priority_routing=True)
-    reqs = poisson_requests(np.random.default_rng(seed), rate=14.0 * replicas, duration_s=6.0,
-                            output=(1, 300), tenants=3)
+    cfg, reqs = tenant_mix(3, replicas, spec, seed)
     runs = []
     for skip in (False, True):
         c = Cluster(cfg, np.random.default_rng(seed), check_invariants=True)
