@@ -2,7 +2,7 @@
 
 Each ``--policy NAME=SPEC`` (specs of ``issue21_adv_spell_policy.make_actor``: ``spell:M.pt@MARGIN[@MODE]``,
 ``export:DIR``, ``pretrained:adversarial_multitenant``, ``phase_rule``) plays the same seeds; differences
-are per-seed, ± the project's 95 % t half-width (``inferencegym.evaluation.cluster.ci95``), better / worse,
+are per-seed, ± the project's 95 % t half-width (``inferencegym.evaluation.paired.ci95``), better / worse,
 the worst seed.
 
     OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/issue21_adv_spell_eval.py --seeds 500 40 \\
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 from inferencegym.envs.actions import ServeAction  # noqa: E402
 from inferencegym.envs.serve_env import LLMServeEnv  # noqa: E402
-from inferencegym.evaluation.cluster import ci95  # noqa: E402
+from inferencegym.evaluation.paired import paired_difference  # noqa: E402
 
 from issue21_adv_spell_policy import TASK, make_actor  # noqa: E402
 
@@ -42,8 +42,7 @@ def grade(actor, seed: int) -> float:
 
 def paired(a: np.ndarray, b: np.ndarray, seeds: list[int]) -> dict:
     d = a - b
-    return {"mean": float(d.mean()), "ci95": float(ci95(list(d))), "better": int((d > 0).sum()),
-            "worse": int((d < 0).sum()), "worst": float(d.min()), "worst_seed": int(seeds[int(d.argmin())]),
+    return {**paired_difference(a, b), "worst": float(d.min()), "worst_seed": int(seeds[int(d.argmin())]),
             "median": float(np.median(d))}
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from inferencegym.evaluation.cluster import ci95  # noqa: E402
+from inferencegym.evaluation.paired import paired_difference  # noqa: E402
 from inferencegym.evaluation.single import evaluate_policy  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 
@@ -49,12 +49,12 @@ def main() -> None:
     print(f"no hold: {base.mean():.4f}")
     for h in (float(x) for x in args.holds.split(",")):
         s = np.asarray(scores(h))
-        d = s - base
-        rows.append({"backlog_hold_requests": h, "grade": float(s.mean()), "minus_no_hold": float(d.mean()),
-                     "minus_no_hold_ci95": float(ci95(list(d))), "better": int((d > 0).sum()),
-                     "worse": int((d < 0).sum()), "scores": s.tolist()})
-        print(f"hold {h:g}: {s.mean():.4f}, minus no hold {d.mean():+.4f} ± {ci95(list(d)):.4f} "
-              f"({int((d > 0).sum())} better / {int((d < 0).sum())} worse)", flush=True)
+        q = paired_difference(s, base)
+        rows.append({"backlog_hold_requests": h, "grade": float(s.mean()), "minus_no_hold": q["mean"],
+                     "minus_no_hold_ci95": q["ci95"], "better": q["better"], "worse": q["worse"],
+                     "scores": s.tolist()})
+        print(f"hold {h:g}: {s.mean():.4f}, minus no hold {q['mean']:+.4f} ± {q['ci95']:.4f} "
+              f"({q['better']} better / {q['worse']} worse)", flush=True)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps({

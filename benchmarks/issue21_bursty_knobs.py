@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from inferencegym.envs.serve_env import OBS_FEATURES  # noqa: E402
-from inferencegym.evaluation.cluster import ci95  # noqa: E402
+from inferencegym.evaluation.paired import paired_difference  # noqa: E402
 from inferencegym.evaluation.single import evaluate_policy  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 
@@ -144,12 +144,11 @@ def main() -> None:
         t = time.time()
         s = np.asarray([e.score for e in evaluate_policy(KnobVariant(**parse(spec)), TASK, episodes=args.episodes,
                                                          seed=args.seed).episodes])
-        d = s - base
-        rows.append({"variant": spec, "grade": float(s.mean()), "minus_rule": float(d.mean()),
-                     "minus_rule_ci95": float(ci95(list(d))), "better": int((d > 1e-12).sum()),
-                     "worse": int((d < -1e-12).sum()), "scores": s.tolist()})
-        print(f"{spec:36s} {s.mean():.4f}  minus rule {d.mean():+.4f} ± {ci95(list(d)):.4f} "
-              f"({rows[-1]['better']}/{rows[-1]['worse']})  {time.time() - t:.0f} s", flush=True)
+        q = paired_difference(s, base, tol=1e-12)
+        rows.append({"variant": spec, "grade": float(s.mean()), "minus_rule": q["mean"], "minus_rule_ci95": q["ci95"],
+                     "better": q["better"], "worse": q["worse"], "scores": s.tolist()})
+        print(f"{spec:36s} {s.mean():.4f}  minus rule {q['mean']:+.4f} ± {q['ci95']:.4f} "
+              f"({q['better']}/{q['worse']})  {time.time() - t:.0f} s", flush=True)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps({

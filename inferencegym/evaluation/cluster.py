@@ -21,6 +21,8 @@ from inferencegym.policies.routers import ClusterPolicy, StaticReplica, get_clus
 from inferencegym.tasks.cluster_grading import grade_cluster
 from inferencegym.tasks.graders import EpisodeLog
 
+from inferencegym.evaluation.paired import ci95  # (also imported from here by benchmarks and rl.pipeline)
+
 
 def _as_cluster_policy(policy: Any):
     if isinstance(policy, str):
@@ -63,16 +65,6 @@ def run_cluster_episode(task_id: Any, policy: Any, seed: int, *, num_replicas: i
     stats = {"router_decisions": env.decisions, "wall_s": wall, "returns": ret,
              "prefix_hit_rate_by_tier": env.cluster.prefix_hit_rate_by_tier()}
     return log, stats
-
-
-def ci95(values: list[float]) -> float:
-    """Half-width of the 95 % t-interval of the mean (0 for fewer than 2 values)."""
-    a = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
-    if a.size < 2:
-        return 0.0
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
 
 
 def evaluate_cluster_policy(spec: Any, task_id: str, *, episodes: int = 5, seed: int = 0,

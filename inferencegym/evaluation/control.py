@@ -23,6 +23,8 @@ from inferencegym.tasks.control import (DEFAULT_WINDOWS, ControlContext, Control
                                         day_rates, day_split, get_control_task, grade, lifecycle_config,
                                         load_windows)
 
+from inferencegym.evaluation.paired import ci95  # (also imported from here by benchmarks)
+
 
 _LEARNED: dict[str, Callable[[str, str], Any]] = {}
 """Scheme prefix (``pretrained:``, ``checkpoint:``) -> ``handler(spec, task_id)`` returning a learned
@@ -130,15 +132,6 @@ class _StaticScaler:
 
     def act(self, obs) -> int:
         return obs.target
-
-
-def ci95(values: list[float]) -> float:
-    a = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
-    if a.size < 2:
-        return 0.0
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size))
 
 
 def episodes_plan(task: ControlTask, episodes: int, seed: int, split: str, load_windows_path: str | None) -> list:
