@@ -13,7 +13,6 @@ t half-width, seeds better / worse).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from inferencegym.evaluation.paired import paired_difference  # noqa: E402
+from inferencegym.evaluation.records import write_run_record  # noqa: E402
 from inferencegym.evaluation.single import evaluate_policy  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 
@@ -56,11 +56,8 @@ def main() -> None:
         print(f"hold {h:g}: {s.mean():.4f}, minus no hold {q['mean']:+.4f} ± {q['ci95']:.4f} "
               f"({q['better']} better / {q['worse']} worse)", flush=True)
     if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps({
-            "command": "OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/issue21_backlog_hold.py "
-                       + " ".join(sys.argv[1:]),
-            "task": TASK, "seeds": [args.seed + i for i in range(args.episodes)], "rows": rows}, indent=2))
+        seeds = [args.seed + i for i in range(args.episodes)]
+        write_run_record(args.json_out, "issue21_backlog_hold.py", TASK, seeds, rows, indent=2)
 
 
 if __name__ == "__main__":

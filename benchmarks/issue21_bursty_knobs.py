@@ -26,7 +26,6 @@ Prints the mean grade, the paired difference (± the project's 95 % t half-width
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -39,6 +38,7 @@ import numpy as np  # noqa: E402
 
 from inferencegym.envs.serve_env import OBS_FEATURES  # noqa: E402
 from inferencegym.evaluation.paired import paired_difference  # noqa: E402
+from inferencegym.evaluation.records import write_run_record  # noqa: E402
 from inferencegym.evaluation.single import evaluate_policy  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 
@@ -150,11 +150,8 @@ def main() -> None:
         print(f"{spec:36s} {s.mean():.4f}  minus rule {q['mean']:+.4f} ± {q['ci95']:.4f} "
               f"({q['better']}/{q['worse']})  {time.time() - t:.0f} s", flush=True)
     if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps({
-            "command": "OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/issue21_bursty_knobs.py "
-                       + " ".join(sys.argv[1:]), "task": TASK,
-            "seeds": [args.seed + i for i in range(args.episodes)], "rows": rows}, indent=1))
+        seeds = [args.seed + i for i in range(args.episodes)]
+        write_run_record(args.json_out, "issue21_bursty_knobs.py", TASK, seeds, rows, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The paired statistics every table uses: the 95 % t half-width and the per-seed difference summary."""
+"""The paired statistics every table uses (95 % t half-width, per-seed difference) and the run records."""
 
 from __future__ import annotations
 
@@ -26,3 +26,18 @@ def test_paired_difference_counts_seeds_beyond_the_tolerance():
     assert (q["better"], q["worse"]) == (2, 1)
     assert q["ci95"] == pytest.approx(ci95([0.02, -0.01, 0.05, 0.0]), abs=1e-12)
     assert paired_difference([1.0 + 1e-15], [1.0], tol=1e-12)["better"] == 0
+
+
+def test_a_run_record_holds_the_command_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import json
+    import sys
+
+    from inferencegym.evaluation.records import write_run_record
+
+    monkeypatch.setattr(sys, "argv", ["x.py", "--episodes", "2"])
+    out = tmp_path / "sub" / "r.json"
+    write_run_record(out, "x.py", "bursty_workload", [1000, 1001], [{"variant": "a", "grade": 0.5}])
+    rec = json.loads(out.read_text())
+    assert rec == {"command": "OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/x.py --episodes 2",
+                   "task": "bursty_workload", "seeds": [1000, 1001], "rows": [{"variant": "a", "grade": 0.5}]}
+    assert [p.name for p in out.parent.iterdir()] == ["r.json"]
