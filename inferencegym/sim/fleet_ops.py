@@ -109,5 +109,7 @@ def fresh_replica(cluster: "Cluster", rid: int, rng: np.random.Generator) -> Non
     new.max_run = old.max_run
     new.now = cluster.now_s
     new.reset_window(cluster.now_s)
-    new.win.merge_tbt = old.win.merge_tbt  # (``percentiles_only_tbt`` holds for the slot)
+    new.win.merge_tbt = old.win.merge_tbt  # (``percentiles_only_tbt`` and ``skip_tenant_tbt`` hold for the slot)
+    if old.win.ttbt is None:
+        new.win.ttbt = None
     cluster.replicas[rid] = new

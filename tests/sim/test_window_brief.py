@@ -94,3 +94,19 @@ def test_skipping_tenant_tbt_changes_nothing_but_the_tenants_tbt(replicas, spec,
             a["tenants"][name]["tbt_s"] = b["tenants"][name]["tbt_s"]
         assert same_bits(a, b)
     assert recorded > 0
+
+
+def test_a_fresh_replica_keeps_the_slots_recording_modes():
+    """A replaced replica (a new node in the same slot) records as its predecessor did: no tenant TBT
+    after ``skip_tenant_tbt``, merged records after ``percentiles_only_tbt``."""
+    from inferencegym.sim.fleet_ops import fresh_replica
+
+    cfg, _ = tenant_mix(3, 2, 2, 8)
+    for skip in (False, True):
+        c = Cluster(cfg, np.random.default_rng(8))
+        if skip:
+            c.skip_tenant_tbt()
+            c.percentiles_only_tbt()
+        fresh_replica(c, 1, np.random.default_rng(9))
+        new, kept = c.replicas[1].win, c.replicas[0].win
+        assert (new.ttbt is None, new.merge_tbt) == (kept.ttbt is None, kept.merge_tbt) == (skip, skip)
