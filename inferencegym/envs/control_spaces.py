@@ -10,6 +10,8 @@ router's ``present`` and ``action_mask`` entries for them are 0.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from gymnasium import spaces
 
@@ -75,7 +77,7 @@ def slot_rows(fleet, concurrency_at_capacity: float) -> np.ndarray:
 def request_row(req, tier: int) -> np.ndarray:
     p = float(req.prompt_tokens)
     onehot = [float(tier == k) for k in range(3)]
-    return np.asarray([p / 4096.0, np.log1p(p) / np.log1p(32768.0), *onehot], np.float32)
+    return np.asarray([p / 4096.0, math.log1p(p) / math.log1p(32768.0), *onehot], np.float32)
 
 
 def knob_indices(cfg) -> np.ndarray:

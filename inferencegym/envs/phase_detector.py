@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from inferencegym.sim import portable_math
+
 from inferencegym.envs.serve_env import OBS_FEATURES, nominal_rates
 from inferencegym.tasks.spec import TaskSpec
 
@@ -141,7 +143,7 @@ class PhaseDetector:
         if got is None:
             t = (k + 0.5) * self.window_s
             lam = np.maximum(self._base + self._amp * np.sin(self._omega * t + PHI_GRID), 1e-6)
-            log_lam = np.log(lam)
+            log_lam = portable_math.log(lam)
             lam.flags.writeable = False
             log_lam.flags.writeable = False
             if len(_RATES) >= _RATES_MAX:

@@ -9,10 +9,12 @@ The hidden phase of every window is recorded for the clairvoyant reference polic
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from inferencegym.sim import portable_math
 from inferencegym.tasks.prefix_workload import (
     HASH_BLOCK_TOKENS,
     generate_prefix_episode,
@@ -92,8 +94,8 @@ def _lengths(spec: WorkloadSpec, n: int, rng: np.random.Generator) -> tuple[np.n
     else:
         raise ValueError(f"unknown length_fit {spec.length_fit!r}; valid: lognormal, "
                          f"{', '.join(_LOGNORMAL_FITS)}")
-    prompt = np.exp(np.log(pm) + ps * rng.standard_normal(n))
-    output = np.exp(np.log(om) + os_ * rng.standard_normal(n))
+    prompt = portable_math.exp(math.log(pm) + ps * rng.standard_normal(n))
+    output = portable_math.exp(math.log(om) + os_ * rng.standard_normal(n))
     # stated clips: at least one token, at most the spec's maxima
     prompt = np.clip(np.rint(prompt), 1, spec.max_prompt_tokens).astype(np.int64)
     output = np.clip(np.rint(output), 1, spec.max_output_tokens).astype(np.int64)

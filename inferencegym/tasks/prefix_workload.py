@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import numpy as np
 from scipy.special import ndtri
 
+from inferencegym.sim import portable_math
 from inferencegym.tasks.spec import PrefixSharingSpec, TaskSpec, WorkloadSpec
 from inferencegym.workload import PrefixWorkloadSpec, default_prefix_spec, generate_prefix_workload
 from inferencegym.workload.prefix_gen import LEVELS
@@ -31,7 +33,7 @@ _TAIL_LEVEL = 0.001
 def lognormal_table(median: float, sigma: float, hi: float = np.inf) -> tuple[float, ...]:
     """Quantiles of a lognormal on the generator's ``LEVELS`` (tails at 0.1 % / 99.9 %), capped at ``hi``."""
     lv = np.clip(np.asarray(LEVELS), _TAIL_LEVEL, 1.0 - _TAIL_LEVEL)
-    q = np.exp(np.log(median) + sigma * ndtri(lv))
+    q = portable_math.exp(math.log(median) + sigma * ndtri(lv))
     return tuple(np.minimum(q, hi).tolist())
 
 

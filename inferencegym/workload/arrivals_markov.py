@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from inferencegym.sim import portable_math
+
 from inferencegym.workload.arrivals import check_duration
 from inferencegym.workload.stats import bin_counts
 
@@ -90,7 +92,7 @@ class MarkovBins:
         if self.tail_scale > 0 and self.tail_from < 1:
             m = (states == top) & (v > self.tail_from)
             x0 = np.interp(self.tail_from, levels, table[top])
-            x[m] = x0 + self.tail_scale * np.log((1 - self.tail_from) / (1 - v[m]))
+            x[m] = x0 + self.tail_scale * portable_math.log((1 - self.tail_from) / (1 - v[m]))
         if self.hour_of_day is not None:
             hours = ((self.hour_offset_s + (np.arange(nbins) + 0.5) * self.bin_s) // 3600 % 24).astype(int)
             x = x * np.asarray(self.hour_of_day)[hours]

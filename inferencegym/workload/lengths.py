@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from inferencegym.sim import portable_math
+
 __all__ = ["CopulaLengths", "LognormalLengths", "ZipfLengths", "EmpiricalLengths", "lengths_from_dict",
            "fit_copula_lengths", "fit_parametric_lengths", "LENGTH_KINDS"]
 
@@ -93,8 +95,8 @@ class LognormalLengths:
     def sample(self, n, rng):
         z1 = rng.standard_normal(n)
         z2 = self.rho * z1 + math.sqrt(1 - self.rho ** 2) * rng.standard_normal(n)
-        p = np.exp(self.prompt_mu + self.prompt_sigma * z1)
-        o = np.exp(self.output_mu + self.output_sigma * z2)
+        p = portable_math.exp(self.prompt_mu + self.prompt_sigma * z1)
+        o = portable_math.exp(self.output_mu + self.output_sigma * z2)
         return (_clip_round(p, self.min_tokens[0], self.max_tokens[0]),
                 _clip_round(o, self.min_tokens[1], self.max_tokens[1]))
 
@@ -124,7 +126,7 @@ class ZipfLengths:
 
     def sample(self, n, rng):
         p = np.minimum(rng.zipf(self.prompt_a, n), self.max_tokens[0])
-        o = np.exp(self.output_mu + self.output_sigma * rng.standard_normal(n))
+        o = portable_math.exp(self.output_mu + self.output_sigma * rng.standard_normal(n))
         return (_clip_round(p, self.min_tokens[0], self.max_tokens[0]),
                 _clip_round(o, self.min_tokens[1], self.max_tokens[1]))
 

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from inferencegym.sim import portable_math
+
 from inferencegym.workload.fit import atomic_write_bytes
 
 from .jsonio import read_json
@@ -169,7 +171,7 @@ def generate_prefix_workload(spec: PrefixWorkloadSpec, duration_s: float, rng: n
     start = np.sort(rng.uniform(0.0, duration_s, n_s))
     unique = rng.random(n_s) < spec.unique_share
     if K:
-        w = np.arange(1, K + 1, dtype=float) ** -spec.zipf_s
+        w = portable_math.power(np.arange(1, K + 1, dtype=float), -spec.zipf_s)
         which = rng.choice(K, size=n_s, p=w / w.sum())
     else:
         which = np.zeros(n_s, np.int64)
