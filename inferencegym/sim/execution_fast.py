@@ -28,6 +28,7 @@ another type) is asked of the model, as before.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .execution import ExecutionModel
@@ -37,6 +38,12 @@ from .interpreted import mypyc_attr
 
 _sum: Any = sum
 """The builtin ``sum`` called generically (as ``KernelCosts._token_time`` calls it on floats)."""
+
+
+def _pow(x: float, y: float) -> float:
+    """``x ** y`` of floats, ``x >= 0`` finite and ``y > 0`` (:func:`_token_terms` checks the
+    exponents): C's ``pow`` as Python's float power calls it there (compiled: no boxed floats)."""
+    return math.pow(x, y)
 
 _FLOATS = ("_attn_dec_per_seq", "_attn_dec_flop_per_qk", "_attn_dec_inv_c", "_attn_dec_inv_m",
            "_kv_bytes_per_token_layer", "_attn_flop_per_qk", "_attn_pf_inv_c", "_attn_pf_inv_m",
@@ -76,6 +83,14 @@ def _floats(*vals: Any) -> bool:
     return True
 
 
+def _finite_nonneg(*vals: float) -> bool:
+    """Whether every value is finite and >= 0 (the bases :func:`_pow` may be given)."""
+    for v in vals:
+        if not 0.0 <= v < math.inf:
+            return False
+    return True
+
+
 def _token_terms(m: Any) -> tuple | None:
     """What :meth:`IterationCosts._token_miss` reads of a dense model's ``layer_op_times_s`` /
     ``_token_time``, in their order, or None where those are not plain floats and ints (then the
@@ -86,9 +101,13 @@ def _token_terms(m: Any) -> tuple | None:
     if not _floats(m._gemm_p, m._gemm_inv_p, k.gemm_floor_s, k.elem_floor_s, m._outer_elem_per_token,
                    m._ar_lat, m._ar_time_per_token, m._lm_flop_time, m._lm_weight_time, m._lm_act_time):
         return None
+    if not (0.0 < m._gemm_p < math.inf and 0.0 < m._gemm_inv_p < math.inf):  # (where pow is float power)
+        return None
+    if not _finite_nonneg(m._lm_flop_time, m._lm_weight_time, m._lm_act_time):
+        return None
     gemms: list[tuple[float, float, float]] = []
     for _name, terms in zip(m._GEMM_NAMES, m._gemm_terms):
-        if len(terms) != 3 or not _floats(*terms):
+        if len(terms) != 3 or not _floats(*terms) or not _finite_nonneg(*terms):
             return None
         gemms.append((terms[0], terms[1], terms[2]))
     elems: list[tuple[int, float, bool]] = []  # (floor multiple, coefficient, "0.0 * n")
@@ -345,11 +364,11 @@ class IterationCosts:
             for fc, wt, at in self.gemms:
                 tc = fc * n
                 tm = wt + at * n
-                vals.append(self.gemm_floor + (tc ** p + tm ** p) ** ip)
+                vals.append(self.gemm_floor + _pow(_pow(tc, p) + _pow(tm, p), ip))
             for mult, coef, zero in self.elems:
                 vals.append(0.0 * n if zero else self.elem_floor * mult + coef * n)
             vals.append(2.0 * (self.ar_lat + self.ar_tok * n) if self.tp > 1 else 0.0 * n)
-            layer = _sum(vals)  # (the builtin, as the model's: same rounding on every version)
+            layer: float = _sum(vals)  # (the builtin, as the model's: same rounding on every version)
             total = self.layers * layer + 2 * self.elem_floor + self.outer * n
         self.tok_cache[n] = total
         return total
@@ -366,7 +385,7 @@ class IterationCosts:
             ip = self.ip
             tc = self.lm_flop * n_r
             tm = self.lm_weight + self.lm_act * n_r
-            v = self.gemm_floor + (tc ** p + tm ** p) ** ip
+            v = self.gemm_floor + _pow(_pow(tc, p) + _pow(tm, p), ip)
         self.lm_cache[n] = v
         return v
 
