@@ -15,15 +15,12 @@ Covered: one pipeline stage, no sliding-window layers, a model of exactly ``Exec
 type (``SlowModel`` and other wrappers keep their own method). :func:`iteration_costs` returns
 None otherwise, and the caller keeps ``model.iteration_time_s``.
 
-A memo miss is computed here too (compiled), where the model's inputs have the exact types the
-expressions need: the decode coefficients of a new ``(B, k)`` (:meth:`IterationCosts.coeffs`,
-``ExecutionModel.decode_coeffs``), the token-count time of a dense model
-(``KernelCosts._token_time``: ``layer_op_times_s``' values summed by the builtin ``sum`` in the same
-order), the LM-head time and a proposer's pass coefficients (the draft model's own evaluator) --
-the same IEEE operations in the same order, stored in the model's own memo dictionaries, so the
-model and this evaluator keep answering the same floats (``tests/sim/test_sim_execution_misses.py``).
-Anything else (a mixture-of-experts model's token time, an invalid argument, an attribute of
-another type) is asked of the model, as before.
+Memo misses are computed here too (compiled) where the inputs have the exact types needed: a new
+``(B, k)``'s decode coefficients (:meth:`IterationCosts.coeffs`), a dense model's token-count time
+(``layer_op_times_s``' values summed by the builtin ``sum``), the LM-head time and the proposer's
+pass coefficients (the draft model's own evaluator): the same IEEE operations in the same order,
+stored in the model's own memos (``tests/sim/test_sim_execution_misses.py``). Anything else (a
+mixture-of-experts model's token time, an invalid argument) is asked of the model, as before.
 """
 
 from __future__ import annotations
@@ -44,6 +41,7 @@ def _pow(x: float, y: float) -> float:
     """``x ** y`` of floats, ``x >= 0`` finite and ``y > 0`` (:func:`_token_terms` checks the
     exponents): C's ``pow`` as Python's float power calls it there (compiled: no boxed floats)."""
     return math.pow(x, y)
+
 
 _FLOATS = ("_attn_dec_per_seq", "_attn_dec_flop_per_qk", "_attn_dec_inv_c", "_attn_dec_inv_m",
            "_kv_bytes_per_token_layer", "_attn_flop_per_qk", "_attn_pf_inv_c", "_attn_pf_inv_m",
@@ -77,18 +75,12 @@ def iteration_costs(model: Any) -> IterationCosts | None:
 
 def _floats(*vals: Any) -> bool:
     """Whether every value is exactly a Python float."""
-    for v in vals:
-        if type(v) is not float:
-            return False
-    return True
+    return all(type(v) is float for v in vals)
 
 
 def _finite_nonneg(*vals: float) -> bool:
     """Whether every value is finite and >= 0 (the bases :func:`_pow` may be given)."""
-    for v in vals:
-        if not 0.0 <= v < math.inf:
-            return False
-    return True
+    return all(0.0 <= v < math.inf for v in vals)
 
 
 def _token_terms(m: Any) -> tuple | None:
@@ -98,12 +90,10 @@ def _token_terms(m: Any) -> tuple | None:
     k = m.kernel
     if m._moe is not None or type(m.tensor_parallel) is not int or type(m._n_elem_ops) is not int:
         return None
-    if not _floats(m._gemm_p, m._gemm_inv_p, k.gemm_floor_s, k.elem_floor_s, m._outer_elem_per_token,
-                   m._ar_lat, m._ar_time_per_token, m._lm_flop_time, m._lm_weight_time, m._lm_act_time):
-        return None
-    if not (0.0 < m._gemm_p < math.inf and 0.0 < m._gemm_inv_p < math.inf):  # (where pow is float power)
-        return None
-    if not _finite_nonneg(m._lm_flop_time, m._lm_weight_time, m._lm_act_time):
+    if not (_floats(m._gemm_p, m._gemm_inv_p, k.gemm_floor_s, k.elem_floor_s, m._outer_elem_per_token,
+                    m._ar_lat, m._ar_time_per_token, m._lm_flop_time, m._lm_weight_time, m._lm_act_time)
+            and 0.0 < m._gemm_p < math.inf and 0.0 < m._gemm_inv_p < math.inf  # (pow is float power)
+            and _finite_nonneg(m._lm_flop_time, m._lm_weight_time, m._lm_act_time)):
         return None
     gemms: list[tuple[float, float, float]] = []
     for _name, terms in zip(m._GEMM_NAMES, m._gemm_terms):
@@ -189,19 +179,20 @@ class IterationCosts:
         tt = _token_terms(m)
         self.tok_terms: tuple | None = tt
         """:func:`_token_terms` (None: the model computes token-time misses)."""
+        ok = tt is not None  # (else the fields below are unused placeholders)
         self.gemms: list[tuple[float, float, float]] = tt[0] if tt is not None else []
         self.elems: list[tuple[int, float, bool]] = tt[1] if tt is not None else []
-        self.p: float = m._gemm_p if tt is not None else 0.0
-        self.ip: float = m._gemm_inv_p if tt is not None else 0.0
-        self.gemm_floor: float = k.gemm_floor_s if tt is not None else 0.0
-        self.elem_floor: float = k.elem_floor_s if tt is not None else 0.0
-        self.outer: float = m._outer_elem_per_token if tt is not None else 0.0
-        self.tp: int = m.tensor_parallel if tt is not None else 1
-        self.ar_lat: float = m._ar_lat if tt is not None else 0.0
-        self.ar_tok: float = m._ar_time_per_token if tt is not None else 0.0
-        self.lm_flop: float = m._lm_flop_time if tt is not None else 0.0
-        self.lm_weight: float = m._lm_weight_time if tt is not None else 0.0
-        self.lm_act: float = m._lm_act_time if tt is not None else 0.0
+        self.p: float = m._gemm_p if ok else 0.0
+        self.ip: float = m._gemm_inv_p if ok else 0.0
+        self.gemm_floor: float = k.gemm_floor_s if ok else 0.0
+        self.elem_floor: float = k.elem_floor_s if ok else 0.0
+        self.outer: float = m._outer_elem_per_token if ok else 0.0
+        self.tp: int = m.tensor_parallel if ok else 1
+        self.ar_lat: float = m._ar_lat if ok else 0.0
+        self.ar_tok: float = m._ar_time_per_token if ok else 0.0
+        self.lm_flop: float = m._lm_flop_time if ok else 0.0
+        self.lm_weight: float = m._lm_weight_time if ok else 0.0
+        self.lm_act: float = m._lm_act_time if ok else 0.0
         dt = _draft_terms(m) if self.spec_on else None
         self.draft_terms: tuple | None = dt
         """:func:`_draft_terms` (None: the model computes its proposer's pass misses)."""
