@@ -7,11 +7,18 @@ heuristic; random: every knob moves, including speculation and quantization swit
 phase_rule; clairvoyant, privileged: run with ``privileged=True``), runs whole episodes and reports the
 median over episodes of steps per second in CPU time of this process (``time.process_time``: the
 machine is shared, so wall time would measure the neighbours) and in wall time.
+
+Each row starts after a full garbage collection (``gc.collect()``, outside the timed episodes), so
+no row pays for the heap the rows before it left: otherwise the one generation-2 collection of a
+run (~20 ms, a quarter of a 400-step row) lands in whichever row crosses the collector's threshold
+and moves with the allocation counts of every row before it (``docs/bench/env_speed10.md``). The
+generation-2 collections inside a row's timed episodes are reported (``gc_gen2``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import time
@@ -29,6 +36,8 @@ def bench(task_id: str, policy_name: str, episodes: int, seed: int = 0) -> dict:
     env = LLMServeEnv(task_id, privileged=is_privileged(policy_name))
     pol = get_policy(policy_name, task_id)
     cpu, wall, reqs = [], [], []
+    gc.collect()  # (see the module docstring)
+    gen2 = gc.get_stats()[2]["collections"]
     for e in range(episodes):
         if hasattr(pol, "reset"):
             pol.reset(seed=seed + e)
@@ -43,12 +52,14 @@ def bench(task_id: str, policy_name: str, episodes: int, seed: int = 0) -> dict:
         cpu.append(n / (time.process_time() - c0))
         wall.append(n / (time.perf_counter() - w0))
         reqs.append(env.episode_metrics()["offered_requests"] / n)
+    gen2 = gc.get_stats()[2]["collections"] - gen2  # (the resets' included: an upper bound)
     return {"task": task_id, "policy": policy_name, "episodes": episodes,
             "steps_per_episode": env.task.episode_windows,
             "requests_per_step": round(statistics.median(reqs), 2),
             "steps_per_s_cpu_median": round(statistics.median(cpu), 1),
             "steps_per_s_wall_median": round(statistics.median(wall), 1),
-            "ms_per_step_cpu_median": round(1000.0 / statistics.median(cpu), 3)}
+            "ms_per_step_cpu_median": round(1000.0 / statistics.median(cpu), 3),
+            "gc_gen2": gen2}
 
 
 def main() -> None:

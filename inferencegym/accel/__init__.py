@@ -28,7 +28,7 @@ MODULES: tuple[str, ...] = tuple(f"inferencegym.sim.{m}" for m in (
     "batching", "chunk_ahead", "cluster", "cluster_readout", "estimates", "events", "execution_fast", "kv_cache",
     "metrics", "outputs", "recent",
     "replica", "replica_admission", "replica_advance", "request", "slo", "spec_acceptance", "spec_chunks",
-    "spec_ahead", "spec_draws", "spec_step", "tbt_small", "window_metrics",
+    "spec_ahead", "spec_draws", "spec_step", "submission", "tbt_small", "window_metrics",
 ))
 """The compiled group (one mypyc group: all or nothing). A module here must type-check under mypy
 with runtime-true annotations (mypyc enforces them) and keep its classes free of dynamic

@@ -382,7 +382,7 @@ class Replica(ReplicaAdmission):
                 n = lo
         c = self._coeffs.get(B)
         if c is None:
-            c = self._coeffs[B] = self.model.decode_coeffs(B, 0)
+            c = self._coeffs[B] = self._decode_coeffs(B, 0)
         a: float = c[0]
         b: float = c[1]
         self.state = RUN

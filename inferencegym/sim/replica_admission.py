@@ -61,17 +61,32 @@ class ReplicaAdmission(ReplicaAdvance):
         evaluator of ``execution_fast`` where it applies to the model in force."""
         m = self.model
         if m is not self._itc_model:  # (a knob switch: the evaluator made for that model before)
-            got = self._itcs.get(id(m))
-            if got is None or got[0] is not m:
-                if len(self._itcs) >= 8:
-                    self._itcs.clear()
-                got = self._itcs[id(m)] = (m, iteration_costs(m))
-            self._itc_model = m
-            self._itc = got[1]
+            self._itc_switch(m)
         itc = self._itc
         if itc is None:
             return m.iteration_time_s(pf, B, S, k)
         return itc.time(pf, B, S, k)
+
+    def _decode_coeffs(self, B: int, k: int) -> Any:
+        """``self.model.decode_coeffs(B, k)`` (the same ``(a, b)``), by the compiled evaluator
+        where it applies (``execution_fast``: a memo miss computed there)."""
+        m = self.model
+        if m is not self._itc_model:
+            self._itc_switch(m)
+        itc = self._itc
+        if itc is None:
+            return m.decode_coeffs(B, k)
+        return itc.coeffs(B, k)
+
+    def _itc_switch(self, m: Any) -> None:
+        """Make ``self._itc`` the evaluator of ``m`` (the one made for it before, if any)."""
+        got = self._itcs.get(id(m))
+        if got is None or got[0] is not m:
+            if len(self._itcs) >= 8:
+                self._itcs.clear()
+            got = self._itcs[id(m)] = (m, iteration_costs(m))
+        self._itc_model = m
+        self._itc = got[1]
 
     def try_admit(self, r: "Request", full: bool, budget: int | None = None) -> bool:
         """Admit the queue head ``r`` if the batch cap and KV (with watermark) allow; a priority

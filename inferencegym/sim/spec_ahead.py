@@ -303,7 +303,7 @@ def _advance(rep: "Replica", lim: float, ledger: "RunLedger | None",
         rep.seg_t0 = t0 = e
         if linear:
             if not have_ab:
-                ca, cb = model.decode_coeffs(B, k)
+                ca, cb = rep._decode_coeffs(B, k)
                 have_ab = True
             e = rep.seg_end = e + (ca + cb * S)
         elif pfl is None:
