@@ -62,6 +62,10 @@ def main() -> None:
     ap.add_argument("--ship", type=Path, default=None, help="a round's export dir (with log.json beside it): "
                     "re-export it as pretrained:adversarial_multitenant (the shipped format)")
     ap.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "N"), default=(300, 40))
+    ap.add_argument("--record", default="benchmarks/results/issue21/ninth_spell_distill_log.json",
+                    help="with --ship: the committed copy of the run's log.json, named in module.json")
+    ap.add_argument("--selected", default="validation seeds 500-539",
+                    help="with --ship: the seeds the round was selected on, named in module.json")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -69,7 +73,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("ray_results/adv_spell_student"))
     args = ap.parse_args()
     if args.ship is not None:
-        ship(args.ship)
+        ship(args.ship, args.record, args.selected)
         return
     if args.teacher is None:
         ap.error("give --teacher SPEC (or --ship DIR)")
@@ -119,7 +123,7 @@ def main() -> None:
                                                    + " ".join(sys.argv[1:]), "rounds": log}, indent=1))
 
 
-def ship(src: Path) -> None:
+def ship(src: Path, record: str, selected: str) -> None:
     """Re-export round ``src`` (``.../rK``) as ``pretrained:adversarial_multitenant``."""
     import shutil
 
@@ -136,8 +140,9 @@ def ship(src: Path) -> None:
                   extra={"train": {"env_steps": rounds[-1]["rows"], "train_time_s": round(sum(r["seconds"] for r in rounds), 1),
                                    "seed": 0},
                          "command": "OMP_NUM_THREADS=1 .venv/bin/python " + log["command"],
-                         "selected": f"round {rnd} of the spell-guard distillation (validation seeds 500-539)",
-                         "record": "benchmarks/results/issue21/ninth_spell_distill_log.json"})
+                         "selected": f"round {rnd} of the distillation of {log['command'].split('--teacher ')[-1].split()[0]} "
+                                     f"({selected})",
+                         "record": record})
     shutil.rmtree(out)
     tmp.replace(out)
     print(f"shipped {src} as {out}")

@@ -80,7 +80,9 @@ class SpellPolicy:
 
 
 def make_actor(spec: str):
-    """``spell:MODEL.pt@MARGIN[@MODE]`` -> :class:`SpellPolicy` on the shipped module; ``export:DIR`` -> an
+    """``spell:MODEL.pt@MARGIN[@MODE]`` -> :class:`SpellPolicy` on the shipped module; ``risk:MODEL.pt@MARGIN[@MIN_LOW]``
+    -> ``issue21_adv10_risk.RiskSpellPolicy`` on it; ``guard:ls+hm`` -> ``issue21_adv10_guards.KnobGuard`` on it;
+    ``export:DIR`` -> an
     exported module; ``phase_rule``; else a ``load_policy`` spec."""
     if spec.startswith("spell:"):
         path, _, rest = spec.removeprefix("spell:").partition("@")
@@ -95,6 +97,14 @@ def make_actor(spec: str):
                              f"`issue21_adv_spell_policy.py fit`)")
         return SpellPolicy(load_policy("pretrained:adversarial_multitenant", TASK), AdvantageModel.load(path),
                            margin_f, mode or "replace")
+    if spec.startswith("risk:"):  # the tenth session's risk-gated guard (issue21_adv10_risk.py)
+        from issue21_adv10_risk import make_risk_actor
+
+        return make_risk_actor(spec, load_policy("pretrained:adversarial_multitenant", TASK))
+    if spec.startswith("guard:"):  # the tenth session's module with deviation classes removed (issue21_adv10_guards.py)
+        from issue21_adv10_guards import KnobGuard
+
+        return KnobGuard(load_policy("pretrained:adversarial_multitenant", TASK), spec.removeprefix("guard:").split("+"))
     if spec == "phase_rule":
         return PhaseRulePolicy(TASK)
     if spec.startswith("export:"):  # a module written by issue21_adv_spell_distill.py (export_module format)

@@ -72,6 +72,7 @@ def label_episode(actor, seed: int, horizon: int) -> dict[str, np.ndarray]:
     obs, info = env.reset(seed=seed)
     rows: dict[str, list] = {k: [] for k in ("w", "feat", "obs", "kv_played", "dropped_before", "q_drop", "q_hold")}
     w, dropped_in, spell_start = 0, False, None
+    traj = [np.asarray(obs, np.float32).reshape(-1)]  # every window's observation (history features, hindsight)
     while True:
         before, rule_before = copy.deepcopy(actor), copy.deepcopy(rule)
         a = ServeAction.from_any(actor.act(obs, info))
@@ -97,11 +98,13 @@ def label_episode(actor, seed: int, horizon: int) -> dict[str, np.ndarray]:
             rows["q_hold"].append(q[1])
             dropped_in = dropped_in or a.kv_budget_fraction > 0.5
         obs, _, term, trunc, info = env.step(a)
+        traj.append(np.asarray(obs, np.float32).reshape(-1))
         w += 1
         if term or trunc:
             break
     out = {k: np.asarray(v, np.float64 if k.startswith("q") else np.float32) for k, v in rows.items()}
     out["score"] = np.float64(env.grade().score)
+    out["traj_obs"] = np.stack(traj)  # traj_obs[w] is the observation the decision at window w read
     return out
 
 

@@ -2,7 +2,8 @@
 ninth session): distilled from the shipped module with a regressor of the spell-level value of dropping
 the guard (``benchmarks/issue21_adv_spells.py``), it keeps ``phase_rule``'s guard (KV budget 0.15 after a
 mega-prompt in the quiet phase) in most guard windows, drops it in a minority, and grades above the rule
-on validation seeds where the measured margin is clear (+0.005 to +0.014)."""
+on validation seeds where the measured margin is clear (+0.005 to +0.014). Tenth session: re-distilled
+with the rule's prefill/decode split restored in quiet windows (``benchmarks/issue21_adv10_guards.py``)."""
 
 from __future__ import annotations
 
