@@ -41,7 +41,8 @@ import numpy as np  # noqa: E402
 from inferencegym.envs.actions import ServeAction  # noqa: E402
 from inferencegym.envs.phase_detector import PHI_GRID, PhaseDetector  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
-from inferencegym.rl.advantage_fit import COMPACT_COLS, AdvantageModel  # noqa: E402
+from inferencegym.rl.advantage_fit import AdvantageModel  # noqa: E402
+from issue21_adv_spell_policy import SpellPolicy, features as base_features  # noqa: E402
 
 TASK = "adversarial_multitenant"
 N_AHEAD = 6
@@ -97,12 +98,6 @@ class RiskTracker:
         out[N_AHEAD + 2] = min(int((m >= d.k - 10).sum()), 3) / 3.0 if len(m) else 0.0
         out[N_AHEAD + 3] = min(int((m >= d.k - 30).sum()), 5) / 5.0 if len(m) else 0.0
         return out
-
-
-def base_features(feat: np.ndarray, obs: np.ndarray) -> np.ndarray:
-    """(N, 14): the ninth session's inputs (level-2 phase features, raw columns ``COMPACT_COLS``)."""
-    feat, obs = np.atleast_2d(feat), np.atleast_2d(obs)
-    return np.concatenate([feat, obs[:, list(COMPACT_COLS)]], axis=1).astype(np.float32)
 
 
 def replay_features(traj_obs: np.ndarray, windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -234,42 +229,29 @@ class Ensemble:
         return np.mean([m.predict(x) for m in self.models], axis=0)
 
 
-class RiskSpellPolicy:
+class RiskSpellPolicy(SpellPolicy):
     """The module; the ``low+mega`` guard decided by a spell-advantage regressor on the 14 base features plus
     (when the model reads 24) the risk features, gated by the expected mega-prompts (module docstring)."""
 
     def __init__(self, module, model: AdvantageModel, margin: float, min_low: float = 0.0):
-        self.base, self.model, self.margin, self.min_low = module, model, float(margin), float(min_low)
-        self.rule = PhaseRulePolicy(TASK)
+        super().__init__(module, model, margin, "replace")
+        self.min_low = float(min_low)
         self.tracker = RiskTracker(self.rule.detector)
         self.risk = len(model.cols) > 14 or int(np.max(model.cols)) >= 14
 
     def reset(self, seed=None):
-        self.base.reset(seed)
-        self.rule.reset(seed)
+        super().reset(seed)
         self.tracker.reset()
-        self.w, self.spell, self.dropped = 0, None, False
 
-    def act(self, obs, info=None):
-        a = ServeAction.from_any(self.base.act(obs, info))
-        self.rule.act(obs, info)
+    def _observe(self, obs) -> None:
         self.tracker.update(obs)
-        w, self.w = self.w, self.w + 1
-        if self.rule.detector.forecast() != "low+mega":
-            return a
-        f = self.rule.detector.features(level=2)
-        start = w - round(float(f[6]) * 10)
-        if start != self.spell:
-            self.spell, self.dropped = start, False
-        if self.dropped:
-            return a.model_copy(update={"kv_budget_fraction": 0.9})
-        x = base_features(f, np.asarray(obs, np.float32).reshape(-1))
+
+    def _drop(self, f: np.ndarray, obs: np.ndarray, a: ServeAction) -> bool:
+        x = base_features(f, obs)
         r = self.tracker.features()
         if self.risk:
             x = np.concatenate([x, r[None, :]], axis=1)
-        drop = float(self.model.predict(x)[0, 0]) > self.margin and r[3] >= self.min_low
-        self.dropped = bool(drop)
-        return a.model_copy(update={"kv_budget_fraction": 0.9 if drop else 0.15})
+        return float(self.model.predict(x)[0, 0]) > self.margin and r[3] >= self.min_low
 
 
 def make_risk_actor(spec: str, module):

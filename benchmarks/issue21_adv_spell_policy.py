@@ -57,6 +57,7 @@ class SpellPolicy:
     def act(self, obs, info=None):
         a = ServeAction.from_any(self.base.act(obs, info))
         self.rule.act(obs, info)
+        self._observe(obs)
         w, self.w = self.w, self.w + 1
         if self.rule.detector.forecast() != "low+mega":
             return a
@@ -66,17 +67,23 @@ class SpellPolicy:
             self.spell, self.dropped = start, False
         if self.dropped:
             return a.model_copy(update={"kv_budget_fraction": 0.9})
-        pred = float(self.model.predict(features(f, np.asarray(obs, np.float32).reshape(-1)))[0, 0])
-        mod_drops = a.kv_budget_fraction > 0.5
-        if self.mode == "replace":
-            drop = pred > self.margin
-        elif self.mode == "veto":
-            drop = mod_drops and pred >= -self.margin
-        else:
-            drop = mod_drops or pred > self.margin
+        drop = self._drop(f, np.asarray(obs, np.float32).reshape(-1), a)
         if drop and self.mode != "veto":
             self.dropped = True
         return a.model_copy(update={"kv_budget_fraction": 0.9 if drop else 0.15})
+
+    def _observe(self, obs) -> None:
+        """Hook: every observation, after the rule has read it (nothing here)."""
+
+    def _drop(self, f: np.ndarray, obs: np.ndarray, a: ServeAction) -> bool:
+        """Whether to drop the guard in this ``low+mega`` window (level-2 features ``f``, flat ``obs``)."""
+        pred = float(self.model.predict(features(f, obs))[0, 0])
+        mod_drops = a.kv_budget_fraction > 0.5
+        if self.mode == "replace":
+            return pred > self.margin
+        if self.mode == "veto":
+            return mod_drops and pred >= -self.margin
+        return mod_drops or pred > self.margin
 
 
 def make_actor(spec: str):

@@ -342,6 +342,10 @@ class IterationCosts:
         self.draft_cache[B] = c
         return c
 
+    def _gemm(self, tc: float, tm: float) -> float:
+        # a GEMM's time as KernelCosts takes it: the floor plus the p-norm of its compute and memory times
+        return self.gemm_floor + _pow(_pow(tc, self.p) + _pow(tm, self.p), self.ip)
+
     def _token_miss(self, n: int) -> float:
         # KernelCosts._token_time of a dense model (layer_op_times_s summed in its order)
         if self.tok_terms is None:
@@ -349,13 +353,9 @@ class IterationCosts:
         if n <= 0:
             total = 0.0
         else:
-            p = self.p
-            ip = self.ip
             vals: list[float] = []
             for fc, wt, at in self.gemms:
-                tc = fc * n
-                tm = wt + at * n
-                vals.append(self.gemm_floor + _pow(_pow(tc, p) + _pow(tm, p), ip))
+                vals.append(self._gemm(fc * n, wt + at * n))
             for mult, coef, zero in self.elems:
                 vals.append(0.0 * n if zero else self.elem_floor * mult + coef * n)
             vals.append(2.0 * (self.ar_lat + self.ar_tok * n) if self.tp > 1 else 0.0 * n)
@@ -372,11 +372,7 @@ class IterationCosts:
             v = 0.0
         else:
             n_r = -(-n // self.dp)
-            p = self.p
-            ip = self.ip
-            tc = self.lm_flop * n_r
-            tm = self.lm_weight + self.lm_act * n_r
-            v = self.gemm_floor + _pow(_pow(tc, p) + _pow(tm, p), ip)
+            v = self._gemm(self.lm_flop * n_r, self.lm_weight + self.lm_act * n_r)
         self.lm_cache[n] = v
         return v
 
