@@ -1,6 +1,8 @@
-"""A demo checkpoint's replica agents on validation seeds 500-509, greedy (how the demo evaluates them) or
-sampled (torch seed 0): the tenth session's probe of a demo run that said "no" (BENCHMARKS.md, "Lead, tenth
-session": that run's stochastic policy had learned, its argmax had not left the warm start's knobs).
+"""A demo checkpoint's replica agents on validation seeds 500-509, greedy (the module's deterministic
+readout, how the demo evaluates them) or sampled (torch seed 0): the tenth session's probe of a demo run
+that said "no" (BENCHMARKS.md, "Lead, tenth session": that run's stochastic policy had learned, the argmax of
+one window's logits had not left the warm start's knobs; ``replica_sticky``'s readout is now the residual's
+argmax, ``inferencegym/rl/replica_modules.py``).
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 .venv/bin/python benchmarks/demo_greedy_vs_sampled.py --mode sampled ray_results/demo_cluster_prefix_sharing/PPO_.../checkpoint_000012
 """

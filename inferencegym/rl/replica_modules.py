@@ -16,6 +16,18 @@ next to one window's noise, where an independent per-window choice (``replica_ml
 knobs for one window and flips back. PPO learns the residual (``pi``), e.g. "at batch cap 16,
 move to 32"; the critic has its own trunk on the same observation (the knobs in it say which
 setting the replica is in).
+
+**Deterministic readout** (``forward_inference``: evaluation, the demo's selection, serving): per knob
+the argmax of the residual ``pi``, ties (below ``READOUT_TIE``, e.g. the untrained module's exact
+zeros) going to the current bucket. That is the mode of the knob distribution the sampled policy
+settles into: with residuals ``r`` and ``S = sum_i e^r_i``, the sampled chain moves from bucket ``j``
+to ``i`` with probability ``e^r_i / Z_j`` (``e^(r_j + h) / Z_j`` to stay), ``Z_j = S + e^r_j (e^h - 1)``;
+it is reversible with stationary ``pi_j ~ e^r_j Z_j``, increasing in ``r_j``. The argmax of one
+window's logits instead holds until a residual beats the hold logit, which reads the exploration
+device, not what was learned: a demo run whose sampled policy graded 0.811 on validation seeds
+500-509 graded 0.696 that way (the warm start 0.699) and 0.843 with this readout (BENCHMARKS.md,
+"Lead, tenth session"). Training (``forward_exploration`` / ``forward_train``) samples the full
+logits.
 """
 
 from __future__ import annotations
@@ -34,6 +46,8 @@ from torch import nn
 
 STICKY_DEFAULTS: dict[str, Any] = {"hidden": [32, 32], "hold_logit": 3.0, "knob_start": -6}
 """``model_config`` defaults of :class:`StickyReplicaModule`."""
+READOUT_TIE = 1e-6
+"""Residual differences below this (nats) count as ties in the deterministic readout: the current bucket wins."""
 
 
 def _trunk(sizes: list[int]) -> nn.Sequential:
@@ -83,16 +97,27 @@ class StickyReplicaModule(TorchRLModule, ValueFunctionAPI):
         self.critic_trunk = _trunk([dim, *hidden])
         self.vf = nn.Linear(hidden[-1], 1)
 
-    def hold_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """``hold_logit`` on the current bucket of every knob (read from the observation)."""
+    def current_one_hot(self, x: torch.Tensor) -> torch.Tensor:
+        """One-hot of the current bucket of every knob (read from the observation), concatenated."""
         parts = []
         for j, n in enumerate(self._nvec):
             idx = torch.round(x[:, self._start + j] * (n - 1)).long().clamp(0, n - 1)
-            parts.append(nn.functional.one_hot(idx, n).to(x.dtype) * self._hold)
+            parts.append(nn.functional.one_hot(idx, n).to(x.dtype))
         return torch.cat(parts, dim=-1)
+
+    def hold_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """``hold_logit`` on the current bucket of every knob."""
+        return self.current_one_hot(x) * self._hold
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return self.hold_logits(x) + self.pi(self.trunk(x))
+
+    @override(TorchRLModule)
+    def _forward_inference(self, batch: dict, **kwargs) -> dict:
+        """The deterministic readout (module docstring): logits whose argmax per knob is the residual's,
+        ties to the current bucket."""
+        x = batch[Columns.OBS].float()
+        return {Columns.ACTION_DIST_INPUTS: self.pi(self.trunk(x)) + self.current_one_hot(x) * READOUT_TIE}
 
     @override(TorchRLModule)
     def _forward(self, batch: dict, **kwargs) -> dict:

@@ -47,7 +47,7 @@ def test_untrained_sticky_module_holds_every_knob_and_its_residual_moves_it():
     x = np.asarray(rows, np.float32)
     np.testing.assert_array_equal(_greedy(module, x), np.asarray(knobs))
     # sampling explores: a knob changes with probability (n-1) / (e^2.5 + n-1) per window
-    logits = module.forward_inference({Columns.OBS: torch.as_tensor(x)})[Columns.ACTION_DIST_INPUTS]
+    logits = module.forward_exploration({Columns.OBS: torch.as_tensor(x)})[Columns.ACTION_DIST_INPUTS]
     p_hold = torch.softmax(logits[:, :REPLICA_ACTION_NVEC[0]], -1).max(-1).values
     n = REPLICA_ACTION_NVEC[0]
     assert torch.allclose(p_hold, torch.full_like(p_hold, np.exp(2.5) / (np.exp(2.5) + n - 1)), atol=1e-5)
@@ -55,6 +55,29 @@ def test_untrained_sticky_module_holds_every_knob_and_its_residual_moves_it():
     with torch.no_grad():
         module.pi.bias[2] = 3.0
     assert (_greedy(module, x)[:, 0] == 2).all()
+
+
+def test_the_deterministic_readout_is_where_the_sampled_policy_settles():
+    """A residual preference below the hold logit (1 nat for bucket 3 of the first knob, hold 2.5):
+    one window's argmax would hold, the sampled chain settles on bucket 3 (its stationary mode), and
+    the readout plays it; the other knobs (no preference) hold; training still samples the full logits."""
+    env = make_cluster_env({"task_id": TASK, "internal_router": "estimated_ttft", "episode_windows": 3})
+    module = _build(env, hold_logit=2.5)
+    obs, _ = env.reset(seed=4)
+    x = torch.as_tensor(np.asarray(list(obs.values()), np.float32))
+    held = _greedy(module, x.numpy())
+    n = REPLICA_ACTION_NVEC[0]
+    with torch.no_grad():
+        module.pi.bias[3] = 1.0
+    got = _greedy(module, x.numpy())
+    assert (got[:, 0] == 3).all() and (held[:, 0] != 3).all()
+    np.testing.assert_array_equal(got[:, 1:], held[:, 1:])
+    train_logits = module.forward_exploration({Columns.OBS: x})[Columns.ACTION_DIST_INPUTS][:, :n]
+    assert (train_logits.argmax(-1).numpy() == held[:, 0]).all()  # one window's argmax still holds
+    # the stationary distribution of the sampled chain, pi_j ~ e^r_j (S + e^r_j (e^h - 1)), peaks at bucket 3
+    r = module.pi.bias[:n].detach().numpy().astype(float)
+    w = np.exp(r) * (np.exp(r).sum() + np.exp(r) * (np.exp(2.5) - 1))
+    assert int(np.argmax(w)) == 3
 
 
 def test_sticky_module_refuses_a_bad_config():
