@@ -64,6 +64,64 @@ def rollout(env: LLMServeEnv, actor, first: ServeAction, horizon: int) -> float:
     return total
 
 
+NEIGHBOURS: tuple[tuple[str, object], ...] = (
+    ("batch_cap", 128), ("batch_cap", 512), ("speculation_depth", 1), ("speculation_depth", 4),
+    ("quantization_tier", "INT8"), ("priority_routing", False), ("prefill_decode_split", None),
+    ("kv_budget_fraction", None))
+"""One-knob changes of the actor's action screened by ``label --neighbours`` (``None``: flip the split / swap KV
+0.15 and 0.9): the knobs no rule or module varies on this task (batch cap 256, speculation 2, FP16, priority on)
+and the two they vary."""
+
+
+def neighbour(a: ServeAction, knob: str, value) -> ServeAction:
+    if knob == "prefill_decode_split":
+        value = not a.prefill_decode_split
+    elif knob == "kv_budget_fraction":
+        value = 0.9 if a.kv_budget_fraction < 0.5 else 0.15
+    return a.model_copy(update={knob: value})
+
+
+def label_neighbours(actor, seed: int, horizon: int, every: int) -> dict[str, np.ndarray]:
+    """``q[:, 0]`` the actor's own return over ``horizon`` windows, ``q[:, 1 + k]`` that of ``NEIGHBOURS[k]``."""
+    env = LLMServeEnv(TASK, reward_config=GRADE_REWARD)
+    rule = PhaseRulePolicy(TASK)
+    actor.reset(seed)
+    rule.reset(seed)
+    obs, info = env.reset(seed=seed)
+    rows: dict[str, list] = {k: [] for k in ("w", "feat", "obs", "act", "q", "phase")}
+    rewards, w = [], 0
+    phases = ("low", "low+mega", "high", "high+mega")
+    while True:
+        before = copy.deepcopy(actor)
+        a = ServeAction.from_any(actor.act(obs, info))
+        rule.act(obs, info)
+        if w % every == 0:
+            q = np.full(1 + len(NEIGHBOURS), np.nan)
+            for k, (knob, v) in enumerate(NEIGHBOURS):
+                m = copy.deepcopy(before)
+                m.act(obs, info)
+                q[1 + k] = rollout(copy.deepcopy(env), m, neighbour(a, knob, v), horizon)
+            rows["w"].append(w)
+            rows["feat"].append(rule.detector.features(level=2))
+            rows["obs"].append(np.asarray(obs, np.float32).reshape(-1))
+            rows["act"].append(INDEX.get(a, -1))
+            rows["q"].append(q)
+            rows["phase"].append(phases.index(rule.detector.forecast()))
+        obs, r, term, trunc, info = env.step(a)
+        rewards.append(float(r))
+        w += 1
+        if term or trunc:
+            break
+    cum = np.r_[0.0, np.cumsum(rewards)]
+    for k, wk in enumerate(rows["w"]):
+        rows["q"][k][0] = cum[min(wk + horizon, len(rewards))] - cum[wk]
+    out = {k: np.asarray(v, np.float64 if k == "q" else np.float32) for k, v in rows.items()}
+    out["act"] = np.asarray(rows["act"], np.int64)
+    out["phase"] = np.asarray(rows["phase"], np.int64)
+    out["score"] = np.float64(env.grade().score)
+    return out
+
+
 def label_episode(actor, seed: int, horizon: int, every: int) -> dict[str, np.ndarray]:
     env = LLMServeEnv(TASK, reward_config=GRADE_REWARD)
     rule = PhaseRulePolicy(TASK)
@@ -186,6 +244,37 @@ class AllKnobPolicy:
         return CANDS[best] if pred[best] > self.margin else a
 
 
+class KnobOverride:
+    """The module with knobs set per forecast phase of the rule's detector (spec
+    ``knob:PHASES:KNOB=VALUE[,KNOB=VALUE]`` with ``PHASES`` a ``/``-list of low, low+mega, high, high+mega or ``all``;
+    several specs joined by ``;``). Observable: the rule's phase forecast."""
+
+    def __init__(self, module, spec: str):
+        self.base, self.rule, self.rules = module, PhaseRulePolicy(TASK), []
+        for part in spec.removeprefix("knob:").split(";"):
+            phases, _, sets = part.partition(":")
+            upd = {}
+            for kv in sets.split(","):
+                k, _, v = kv.partition("=")
+                upd[k] = {"True": True, "False": False}.get(v, v if k == "quantization_tier" else
+                                                            (int(v) if k in ("batch_cap", "speculation_depth") else float(v)))
+            names = ("low", "low+mega", "high", "high+mega") if phases == "all" else tuple(phases.split("/"))
+            self.rules.append((names, upd))
+
+    def reset(self, seed=None):
+        self.base.reset(seed)
+        self.rule.reset(seed)
+
+    def act(self, obs, info=None):
+        a = ServeAction.from_any(self.base.act(obs, info))
+        self.rule.act(obs, info)
+        name = self.rule.detector.forecast()
+        for names, upd in self.rules:
+            if name in names:
+                a = a.model_copy(update=upd)
+        return a
+
+
 def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
     path, _, margin = spec.removeprefix("allknob:").partition("@")
     if not Path(path).is_file():
@@ -207,6 +296,7 @@ def main() -> None:
     lab.add_argument("--every", type=int, default=2)
     lab.add_argument("--actor", default="pretrained:adversarial_multitenant")
     lab.add_argument("--tag", default="module")
+    lab.add_argument("--neighbours", action="store_true", help="screen one-knob changes (NEIGHBOURS) instead")
     lab.add_argument("--out", type=Path, default=Path("ray_results/adv10b_labels"))
     f = sub.add_parser("fit")
     f.add_argument("--labels", type=Path, nargs="+", required=True)
@@ -229,11 +319,19 @@ def main() -> None:
         if path.is_file():
             continue
         t0 = time.perf_counter()
-        d = label_episode(make_actor(args.actor), seed, args.horizon, args.every)
+        if args.neighbours:
+            d = label_neighbours(make_actor(args.actor), seed, args.horizon, args.every)
+            adv = d["q"][:, 1:] - d["q"][:, :1]
+            print(f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} windows, mean adv per neighbour "
+                  f"{np.round(adv.mean(axis=0), 3).tolist()}, {time.perf_counter() - t0:.1f} s", flush=True)
+        else:
+            d = label_episode(make_actor(args.actor), seed, args.horizon, args.every)
         tmp = path.with_name(path.stem + ".partial.tmp")
         with open(tmp, "wb") as fh:
             np.savez(fh, **d)
         tmp.replace(path)
+        if args.neighbours:
+            continue
         adv = d["q"] - d["q"][np.arange(len(d["q"])), d["act"]][:, None]
         print(f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} windows, a candidate beats the actor in "
               f"{int((adv.max(axis=1) > 1e-9).sum())}, mean best adv {adv.max(axis=1).mean():+.3f}, "

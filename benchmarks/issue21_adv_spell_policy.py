@@ -105,6 +105,10 @@ def make_actor(spec: str):
         from issue21_adv10b_allknob import make_allknob_actor
 
         return make_allknob_actor(spec, load_policy("pretrained:adversarial_multitenant", TASK))
+    if spec.startswith("knob:"):  # tenth session (b): knobs set per forecast phase (issue21_adv10b_allknob.py)
+        from issue21_adv10b_allknob import KnobOverride
+
+        return KnobOverride(load_policy("pretrained:adversarial_multitenant", TASK), spec)
     if spec.startswith("guard:"):  # the tenth session's module with deviation classes removed (issue21_adv10_guards.py)
         from issue21_adv10_guards import KnobGuard
 
