@@ -244,6 +244,76 @@ class AllKnobPolicy:
         return CANDS[best] if pred[best] > self.margin else a
 
 
+def nb_features(feat, obs, act_idx, phase) -> np.ndarray:
+    """(N, 22): :func:`features` plus the rule's forecast phase as a one-hot (low, low+mega, high, high+mega)."""
+    ph = np.eye(4, dtype=np.float32)[np.atleast_1d(phase).astype(int)]
+    return np.concatenate([features(feat, obs, np.maximum(np.atleast_1d(act_idx), 0)), ph], axis=1)
+
+
+def fit_nb(args) -> None:
+    """Neighbour labels (``label --neighbours``): CV by episode of an ``AdvantageModel`` with one output per
+    neighbour, then the full fit."""
+    xs, ys, eps = [], [], []
+    files = sorted(p for d in args.labels for p in d.glob(f"{TASK}_*.npz"))
+    for e, p in enumerate(files):
+        d = np.load(p)
+        xs.append(nb_features(d["feat"], d["obs"], d["act"], d["phase"]))
+        ys.append(d["q"][:, 1:] - d["q"][:, :1])
+        eps.append(np.full(len(d["q"]), e))
+    x, y, ep = np.concatenate(xs), np.concatenate(ys).astype(np.float32), np.concatenate(eps)
+    n_ep = len(files)
+    report = [f"{n_ep} episodes, {len(y)} labelled windows (every 4th); a neighbour beats the actor in "
+              f"{(y.max(axis=1) > 1e-9).mean():.1%}"]
+    print(report[0], flush=True)
+    folds = ep % 3
+    cols = np.arange(x.shape[1])
+    for clip in args.clips:
+        preds = np.zeros_like(y)
+        for k in range(3):
+            m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=clip, hidden=args.hidden, seed=k)
+            m.fit(x[folds != k], y[folds != k], epochs=args.epochs)
+            preds[folds == k] = m.predict(x[folds == k])
+        best = preds.argmax(axis=1)
+        gain = preds[np.arange(len(y)), best]
+        line = [f"clip {clip}: corr {np.corrcoef(preds.ravel(), y.ravel())[0, 1]:+.3f}"]
+        for mg in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5):
+            sel = gain > mg
+            line.append(f"m{mg:.2f}: switch {sel.mean():.1%} gain/ep {y[sel, best[sel]].sum() / n_ep:+.3f} "
+                        f"(~{y[sel, best[sel]].sum() / n_ep * 4 / 200:+.4f} grade)")
+        report.append("; ".join(line))
+        print(report[-1], flush=True)
+    m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
+    m.fit(x, y, epochs=args.epochs)
+    m.save(args.model)
+    print(f"wrote {args.model} (clip {args.clips[0]})")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_allknob.py " + " ".join(sys.argv[1:]),
+                                             "cross_validation": report}, indent=1))
+
+
+class NeighbourPolicy:
+    """The module, with the one-knob change (``NEIGHBOURS``) of largest predicted advantage applied where that
+    prediction exceeds ``margin`` (spec ``nb:MODEL.pt@MARGIN``; observable inputs only)."""
+
+    def __init__(self, module, model: AdvantageModel, margin: float):
+        self.base, self.model, self.margin = module, model, float(margin)
+        self.rule = PhaseRulePolicy(TASK)
+        self.phases = ("low", "low+mega", "high", "high+mega")
+
+    def reset(self, seed=None):
+        self.base.reset(seed)
+        self.rule.reset(seed)
+
+    def act(self, obs, info=None):
+        a = ServeAction.from_any(self.base.act(obs, info))
+        self.rule.act(obs, info)
+        x = nb_features(self.rule.detector.features(level=2), np.asarray(obs, np.float32).reshape(-1),
+                        np.asarray([INDEX.get(a, -1)]), np.asarray([self.phases.index(self.rule.detector.forecast())]))
+        pred = self.model.predict(x)[0]
+        k = int(np.argmax(pred))
+        return neighbour(a, *NEIGHBOURS[k]) if pred[k] > self.margin else a
+
+
 class KnobOverride:
     """The module with knobs set per forecast phase of the rule's detector (spec
     ``knob:PHASES:KNOB=VALUE[,KNOB=VALUE]`` with ``PHASES`` a ``/``-list of low, low+mega, high, high+mega or ``all``;
@@ -276,7 +346,7 @@ class KnobOverride:
 
 
 def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
-    path, _, margin = spec.removeprefix("allknob:").partition("@")
+    path, _, margin = spec.split(":", 1)[1].partition("@")
     if not Path(path).is_file():
         raise ValueError(f"allknob spec {spec!r}: no regressor file {path!r} (fit one with "
                          f"`issue21_adv10b_allknob.py fit`)")
@@ -284,7 +354,7 @@ def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
         m = float(margin)
     except ValueError:
         raise ValueError(f"allknob spec {spec!r}: expected allknob:MODEL.pt@MARGIN with a number as MARGIN") from None
-    return AllKnobPolicy(module, AdvantageModel.load(path), m)
+    return (NeighbourPolicy if spec.startswith("nb:") else AllKnobPolicy)(module, AdvantageModel.load(path), m)
 
 
 def main() -> None:
@@ -305,9 +375,10 @@ def main() -> None:
     f.add_argument("--hidden", type=int, default=32)
     f.add_argument("--epochs", type=int, default=60)
     f.add_argument("--json-out", type=Path, default=None)
+    f.add_argument("--neighbours", action="store_true", help="fit neighbour labels (label --neighbours)")
     args = ap.parse_args()
     if args.cmd == "fit":
-        fit(args)
+        (fit_nb if args.neighbours else fit)(args)
         return
     if args.seeds[0] + args.seeds[1] > 500:
         sys.exit(f"labels use training seeds (< 500); got seeds up to {args.seeds[0] + args.seeds[1] - 1}")
