@@ -345,6 +345,17 @@ class KnobOverride:
         return a
 
 
+class GBMModel:
+    """Gradient-boosted regressors, one per candidate, as one ``predict(x) -> (N, C)``."""
+
+    def __init__(self, models):
+        self.models = models
+
+    def predict(self, x):
+        x = np.atleast_2d(x)
+        return np.stack([m.predict(x) for m in self.models], axis=1)
+
+
 def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
     path, _, margin = spec.split(":", 1)[1].partition("@")
     if not Path(path).is_file():
@@ -354,6 +365,11 @@ def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
         m = float(margin)
     except ValueError:
         raise ValueError(f"allknob spec {spec!r}: expected allknob:MODEL.pt@MARGIN with a number as MARGIN") from None
+    if spec.startswith("gbm:"):  # issue21_adv10b_gbm_cv.py's pickled regressors (a file this project wrote)
+        import pickle
+
+        with open(path, "rb") as fh:
+            return AllKnobPolicy(module, GBMModel(pickle.load(fh)), m)
     return (NeighbourPolicy if spec.startswith("nb:") else AllKnobPolicy)(module, AdvantageModel.load(path), m)
 
 

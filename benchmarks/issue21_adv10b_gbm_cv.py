@@ -30,3 +30,17 @@ for name, dirs in (("4-cand", [Path(sys.argv[1])]),):
         s=gain>mg; rep.append(f"  m{mg}: switch {s.mean():.1%} gain/ep {y[s,best[s]].sum()/n_ep:+.3f} (~{y[s,best[s]].sum()/n_ep*2/200:+.4f} grade)"); print(rep[-1])
 json.dump({"command": "benchmarks/issue21_adv10b_gbm_cv.py " + " ".join(sys.argv[1:]), "cross_validation": rep},
           open(sys.argv[2], "w"), indent=1)
+
+
+if len(sys.argv) > 3:  # fit on every episode and pickle (a file this project wrote): spec gbm:PATH@MARGIN
+    import pickle
+
+    full = []
+    for c in range(y.shape[1]):
+        m = HistGradientBoostingRegressor(max_iter=150, learning_rate=0.05, max_leaf_nodes=15, min_samples_leaf=40,
+                                          random_state=0)
+        m.fit(x, yc[:, c])
+        full.append(m)
+    with open(sys.argv[3], "wb") as fh:
+        pickle.dump(full, fh)
+    print(f"wrote {sys.argv[3]}")

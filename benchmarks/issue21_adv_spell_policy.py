@@ -101,7 +101,7 @@ def make_actor(spec: str):
         from issue21_adv10_risk import make_risk_actor
 
         return make_risk_actor(spec, load_policy("pretrained:adversarial_multitenant", TASK))
-    if spec.startswith(("allknob:", "nb:")):  # the tenth session (b)'s all-knob advantage policy (issue21_adv10b_allknob.py)
+    if spec.startswith(("allknob:", "nb:", "gbm:")):  # the tenth session (b)'s all-knob advantage policy (issue21_adv10b_allknob.py)
         from issue21_adv10b_allknob import make_allknob_actor
 
         return make_allknob_actor(spec, load_policy("pretrained:adversarial_multitenant", TASK))
