@@ -108,6 +108,14 @@ def make_actor(spec: str):
         from issue21_adv10_risk import make_risk_actor
 
         return make_risk_actor(spec, load_policy("pretrained:adversarial_multitenant", TASK))
+    if spec.startswith(("allknob:", "nb:", "gbm:")):  # the tenth session (b)'s all-knob advantage policy (issue21_adv10b_allknob.py)
+        from issue21_adv10b_allknob import make_allknob_actor
+
+        return make_allknob_actor(spec, load_policy("pretrained:adversarial_multitenant", TASK))
+    if spec.startswith("knob:"):  # tenth session (b): knobs set per forecast phase (issue21_adv10b_allknob.py)
+        from issue21_adv10b_allknob import KnobOverride
+
+        return KnobOverride(load_policy("pretrained:adversarial_multitenant", TASK), spec)
     if spec.startswith("guard:"):  # the tenth session's module with deviation classes removed (issue21_adv10_guards.py)
         from issue21_adv10_guards import KnobGuard
 

@@ -1,0 +1,429 @@
+"""One-step rollout advantages over all knobs on the shipped adversarial module's own states (issue 21, tenth
+session b).
+
+The fourth session labelled ``phase_rule``'s states with each candidate configuration's rollout value (the rule
+continuing); the ninth/tenth sessions labelled only the module's guard drop. Here every ``--every``-th window of an
+episode played by ``--actor`` (the shipped module) is labelled with each candidate of
+``rollout_labels.candidate_actions`` (split x KV budget, the knobs any rule or module varies on this task): the
+candidate is played on an exact env copy (``copy.deepcopy``, common random numbers), then the actor continues for
+``--horizon`` windows. The actor's own action needs no rollout: the episode itself is that rollout (the env and the
+actor are deterministic), so its value is the episode's own reward sum over the same windows (checked against a
+rollout on the first labelled window of each episode). Label: ``q[c] - q[actor's action]``.
+
+Observable features stored beside it (decision time only): the rule detector's level-2 phase features, the raw
+observation's ``COMPACT_COLS`` and the actor's action as a one-hot over the candidates. Training seeds only (< 500).
+
+- ``label --seeds 100 80 --out DIR``: one ``.npz`` per seed (atomic; a stopped run resumes);
+- ``fit --labels DIR --model M.pt``: 3-fold CV by episode of an ``AdvantageModel`` (4 outputs), then the full fit;
+- :class:`AllKnobPolicy` (spec ``allknob:M.pt@MARGIN`` of ``issue21_adv_spell_policy.make_actor``): the module,
+  switched to the candidate with the largest predicted advantage where it exceeds ``MARGIN``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+
+from inferencegym.envs.actions import ServeAction  # noqa: E402
+from inferencegym.envs.serve_env import LLMServeEnv  # noqa: E402
+from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
+from inferencegym.rl.advantage_fit import COMPACT_COLS, AdvantageModel  # noqa: E402
+from inferencegym.rl.rollout_labels import GRADE_REWARD, candidate_actions  # noqa: E402
+
+TASK = "adversarial_multitenant"
+CANDS = candidate_actions(TASK)
+INDEX = {a: i for i, a in enumerate(CANDS)}
+
+
+def features(feat: np.ndarray, obs: np.ndarray, act_idx: np.ndarray) -> np.ndarray:
+    """(N, 18): level-2 phase features, raw ``COMPACT_COLS``, the actor's candidate as a one-hot."""
+    feat, obs = np.atleast_2d(feat), np.atleast_2d(obs)
+    onehot = np.eye(len(CANDS), dtype=np.float32)[np.atleast_1d(act_idx).astype(int)]
+    return np.concatenate([feat, obs[:, list(COMPACT_COLS)], onehot], axis=1).astype(np.float32)
+
+
+def rollout(env: LLMServeEnv, actor, first: ServeAction, horizon: int) -> float:
+    total, a = 0.0, first
+    for _ in range(horizon):
+        obs, r, term, trunc, info = env.step(a)
+        total += float(r)
+        if term or trunc:
+            break
+        a = ServeAction.from_any(actor.act(obs, info))
+    return total
+
+
+NEIGHBOURS: tuple[tuple[str, object], ...] = (
+    ("batch_cap", 128), ("batch_cap", 512), ("speculation_depth", 1), ("speculation_depth", 4),
+    ("quantization_tier", "INT8"), ("priority_routing", False), ("prefill_decode_split", None),
+    ("kv_budget_fraction", None))
+"""One-knob changes of the actor's action screened by ``label --neighbours`` (``None``: flip the split / swap KV
+0.15 and 0.9): the knobs no rule or module varies on this task (batch cap 256, speculation 2, FP16, priority on)
+and the two they vary."""
+
+
+def neighbour(a: ServeAction, knob: str, value) -> ServeAction:
+    if knob == "prefill_decode_split":
+        value = not a.prefill_decode_split
+    elif knob == "kv_budget_fraction":
+        value = 0.9 if a.kv_budget_fraction < 0.5 else 0.15
+    return a.model_copy(update={knob: value})
+
+
+def label_neighbours(actor, seed: int, horizon: int, every: int) -> dict[str, np.ndarray]:
+    """``q[:, 0]`` the actor's own return over ``horizon`` windows, ``q[:, 1 + k]`` that of ``NEIGHBOURS[k]``."""
+    env = LLMServeEnv(TASK, reward_config=GRADE_REWARD)
+    rule = PhaseRulePolicy(TASK)
+    actor.reset(seed)
+    rule.reset(seed)
+    obs, info = env.reset(seed=seed)
+    rows: dict[str, list] = {k: [] for k in ("w", "feat", "obs", "act", "q", "phase")}
+    rewards, w = [], 0
+    phases = ("low", "low+mega", "high", "high+mega")
+    while True:
+        before = copy.deepcopy(actor)
+        a = ServeAction.from_any(actor.act(obs, info))
+        rule.act(obs, info)
+        if w % every == 0:
+            q = np.full(1 + len(NEIGHBOURS), np.nan)
+            for k, (knob, v) in enumerate(NEIGHBOURS):
+                m = copy.deepcopy(before)
+                m.act(obs, info)
+                q[1 + k] = rollout(copy.deepcopy(env), m, neighbour(a, knob, v), horizon)
+            rows["w"].append(w)
+            rows["feat"].append(rule.detector.features(level=2))
+            rows["obs"].append(np.asarray(obs, np.float32).reshape(-1))
+            rows["act"].append(INDEX.get(a, -1))
+            rows["q"].append(q)
+            rows["phase"].append(phases.index(rule.detector.forecast()))
+        obs, r, term, trunc, info = env.step(a)
+        rewards.append(float(r))
+        w += 1
+        if term or trunc:
+            break
+    cum = np.r_[0.0, np.cumsum(rewards)]
+    for k, wk in enumerate(rows["w"]):
+        rows["q"][k][0] = cum[min(wk + horizon, len(rewards))] - cum[wk]
+    out = {k: np.asarray(v, np.float64 if k == "q" else np.float32) for k, v in rows.items()}
+    out["act"] = np.asarray(rows["act"], np.int64)
+    out["phase"] = np.asarray(rows["phase"], np.int64)
+    out["score"] = np.float64(env.grade().score)
+    return out
+
+
+def label_episode(actor, seed: int, horizon: int, every: int) -> dict[str, np.ndarray]:
+    env = LLMServeEnv(TASK, reward_config=GRADE_REWARD)
+    rule = PhaseRulePolicy(TASK)
+    actor.reset(seed)
+    rule.reset(seed)
+    obs, info = env.reset(seed=seed)
+    rows: dict[str, list] = {k: [] for k in ("w", "feat", "obs", "act", "q")}
+    rewards, w, checked = [], 0, None
+    while True:
+        before = copy.deepcopy(actor)
+        a = ServeAction.from_any(actor.act(obs, info))
+        rule.act(obs, info)
+        i = INDEX.get(a, -1)
+        if w % every == 0 and i >= 0:
+            q = np.full(len(CANDS), np.nan)
+            for c, cand in enumerate(CANDS):
+                if c == i and checked is not None:
+                    continue  # filled from the episode's own rewards below
+                m = copy.deepcopy(before)
+                m.act(obs, info)  # the continuation has read this window, whatever is played
+                q[c] = rollout(copy.deepcopy(env), m, cand, horizon)
+            if checked is None:
+                checked = (w, q[i])
+            rows["w"].append(w)
+            rows["feat"].append(rule.detector.features(level=2))
+            rows["obs"].append(np.asarray(obs, np.float32).reshape(-1))
+            rows["act"].append(i)
+            rows["q"].append(q)
+        obs, r, term, trunc, info = env.step(a)
+        rewards.append(float(r))
+        w += 1
+        if term or trunc:
+            break
+    cum = np.r_[0.0, np.cumsum(rewards)]
+    for k, wk in enumerate(rows["w"]):
+        own = cum[min(wk + horizon, len(rewards))] - cum[wk]
+        if wk == checked[0] and abs(own - checked[1]) > 1e-9:
+            raise RuntimeError(f"seed {seed}: the episode's own return {own} differs from its rollout {checked[1]}")
+        rows["q"][k][rows["act"][k]] = own
+    out = {k: np.asarray(v, np.float64 if k == "q" else np.float32) for k, v in rows.items()}
+    out["act"] = np.asarray(rows["act"], np.int64)
+    out["score"] = np.float64(env.grade().score)
+    return out
+
+
+def load(dirs: list[Path]) -> dict[str, np.ndarray]:
+    xs, ys, eps, acts = [], [], [], []
+    files = sorted(p for d in dirs for p in d.glob(f"{TASK}_*.npz"))
+    for e, p in enumerate(files):
+        d = np.load(p)
+        if len(d["w"]) == 0:
+            continue
+        q = d["q"]
+        xs.append(features(d["feat"], d["obs"], d["act"]))
+        ys.append(q - q[np.arange(len(q)), d["act"]][:, None])
+        eps.append(np.full(len(q), e))
+        acts.append(d["act"])
+    return {"x": np.concatenate(xs), "y": np.concatenate(ys).astype(np.float32), "ep": np.concatenate(eps),
+            "act": np.concatenate(acts), "files": len(files)}
+
+
+def fit(args) -> None:
+    d = load(args.labels)
+    x, y, ep = d["x"], d["y"], d["ep"]
+    n_ep = len(np.unique(ep))
+    report = [f"{d['files']} episodes, {len(y)} labelled windows; some candidate beats the actor in "
+              f"{(y.max(axis=1) > 1e-9).mean():.1%}; mean best advantage {y.max(axis=1).mean():+.3f}; "
+              f"hindsight best summed per episode {y.max(axis=1).sum() / n_ep:+.2f}"]
+    print(report[0], flush=True)
+    cols = np.arange(x.shape[1])
+    folds = ep % 3
+    for clip in args.clips:
+        preds = np.zeros_like(y)
+        for k in range(3):
+            m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=clip, hidden=args.hidden, seed=k)
+            m.fit(x[folds != k], y[folds != k], epochs=args.epochs)
+            preds[folds == k] = m.predict(x[folds == k])
+        off = np.ones_like(y, bool)
+        off[np.arange(len(y)), d["act"]] = False  # the actor's own column is 0 by construction
+        line = [f"clip {clip}: corr (other candidates) {np.corrcoef(preds[off], y[off])[0, 1]:+.3f}"]
+        pm = np.where(off, preds, -np.inf)
+        best = pm.argmax(axis=1)
+        gain = pm[np.arange(len(y)), best]
+        for mg in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5):
+            sel = gain > mg
+            line.append(f"m{mg:.2f}: switch {sel.mean():.1%} gain/ep {y[sel, best[sel]].sum() / n_ep:+.3f}")
+        report.append("; ".join(line))
+        print(report[-1], flush=True)
+    m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
+    m.fit(x, y, epochs=args.epochs)
+    m.save(args.model)
+    print(f"wrote {args.model} (clip {args.clips[0]})")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_allknob.py " + " ".join(sys.argv[1:]),
+                                             "cross_validation": report}, indent=1))
+
+
+class AllKnobPolicy:
+    """The module, switched to the candidate with the largest predicted advantage over the module's own action
+    where that prediction exceeds ``margin`` (observable inputs only)."""
+
+    def __init__(self, module, model: AdvantageModel, margin: float):
+        self.base, self.model, self.margin = module, model, float(margin)
+        self.rule = PhaseRulePolicy(TASK)
+
+    def reset(self, seed=None):
+        self.base.reset(seed)
+        self.rule.reset(seed)
+
+    def act(self, obs, info=None):
+        a = ServeAction.from_any(self.base.act(obs, info))
+        self.rule.act(obs, info)
+        i = INDEX.get(a)
+        if i is None:
+            return a
+        pred = self.model.predict(features(self.rule.detector.features(level=2),
+                                           np.asarray(obs, np.float32).reshape(-1), np.asarray([i])))[0]
+        pred[i] = -np.inf
+        best = int(np.argmax(pred))
+        return CANDS[best] if pred[best] > self.margin else a
+
+
+def nb_features(feat, obs, act_idx, phase) -> np.ndarray:
+    """(N, 22): :func:`features` plus the rule's forecast phase as a one-hot (low, low+mega, high, high+mega)."""
+    ph = np.eye(4, dtype=np.float32)[np.atleast_1d(phase).astype(int)]
+    return np.concatenate([features(feat, obs, np.maximum(np.atleast_1d(act_idx), 0)), ph], axis=1)
+
+
+def fit_nb(args) -> None:
+    """Neighbour labels (``label --neighbours``): CV by episode of an ``AdvantageModel`` with one output per
+    neighbour, then the full fit."""
+    xs, ys, eps = [], [], []
+    files = sorted(p for d in args.labels for p in d.glob(f"{TASK}_*.npz"))
+    for e, p in enumerate(files):
+        d = np.load(p)
+        xs.append(nb_features(d["feat"], d["obs"], d["act"], d["phase"]))
+        ys.append(d["q"][:, 1:] - d["q"][:, :1])
+        eps.append(np.full(len(d["q"]), e))
+    x, y, ep = np.concatenate(xs), np.concatenate(ys).astype(np.float32), np.concatenate(eps)
+    n_ep = len(files)
+    report = [f"{n_ep} episodes, {len(y)} labelled windows (every 4th); a neighbour beats the actor in "
+              f"{(y.max(axis=1) > 1e-9).mean():.1%}"]
+    print(report[0], flush=True)
+    folds = ep % 3
+    cols = np.arange(x.shape[1])
+    for clip in args.clips:
+        preds = np.zeros_like(y)
+        for k in range(3):
+            m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=clip, hidden=args.hidden, seed=k)
+            m.fit(x[folds != k], y[folds != k], epochs=args.epochs)
+            preds[folds == k] = m.predict(x[folds == k])
+        best = preds.argmax(axis=1)
+        gain = preds[np.arange(len(y)), best]
+        line = [f"clip {clip}: corr {np.corrcoef(preds.ravel(), y.ravel())[0, 1]:+.3f}"]
+        for mg in (0.0, 0.05, 0.1, 0.2, 0.3, 0.5):
+            sel = gain > mg
+            line.append(f"m{mg:.2f}: switch {sel.mean():.1%} gain/ep {y[sel, best[sel]].sum() / n_ep:+.3f} "
+                        f"(~{y[sel, best[sel]].sum() / n_ep * 4 / 200:+.4f} grade)")
+        report.append("; ".join(line))
+        print(report[-1], flush=True)
+    m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
+    m.fit(x, y, epochs=args.epochs)
+    m.save(args.model)
+    print(f"wrote {args.model} (clip {args.clips[0]})")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_allknob.py " + " ".join(sys.argv[1:]),
+                                             "cross_validation": report}, indent=1))
+
+
+class NeighbourPolicy:
+    """The module, with the one-knob change (``NEIGHBOURS``) of largest predicted advantage applied where that
+    prediction exceeds ``margin`` (spec ``nb:MODEL.pt@MARGIN``; observable inputs only)."""
+
+    def __init__(self, module, model: AdvantageModel, margin: float):
+        self.base, self.model, self.margin = module, model, float(margin)
+        self.rule = PhaseRulePolicy(TASK)
+        self.phases = ("low", "low+mega", "high", "high+mega")
+
+    def reset(self, seed=None):
+        self.base.reset(seed)
+        self.rule.reset(seed)
+
+    def act(self, obs, info=None):
+        a = ServeAction.from_any(self.base.act(obs, info))
+        self.rule.act(obs, info)
+        x = nb_features(self.rule.detector.features(level=2), np.asarray(obs, np.float32).reshape(-1),
+                        np.asarray([INDEX.get(a, -1)]), np.asarray([self.phases.index(self.rule.detector.forecast())]))
+        pred = self.model.predict(x)[0]
+        k = int(np.argmax(pred))
+        return neighbour(a, *NEIGHBOURS[k]) if pred[k] > self.margin else a
+
+
+class KnobOverride:
+    """The module with knobs set per forecast phase of the rule's detector (spec
+    ``knob:PHASES:KNOB=VALUE[,KNOB=VALUE]`` with ``PHASES`` a ``/``-list of low, low+mega, high, high+mega or ``all``;
+    several specs joined by ``;``). Observable: the rule's phase forecast."""
+
+    def __init__(self, module, spec: str):
+        self.base, self.rule, self.rules = module, PhaseRulePolicy(TASK), []
+        for part in spec.removeprefix("knob:").split(";"):
+            phases, _, sets = part.partition(":")
+            upd = {}
+            for kv in sets.split(","):
+                k, _, v = kv.partition("=")
+                upd[k] = {"True": True, "False": False}.get(v, v if k == "quantization_tier" else
+                                                            (int(v) if k in ("batch_cap", "speculation_depth") else float(v)))
+            names = ("low", "low+mega", "high", "high+mega") if phases == "all" else tuple(phases.split("/"))
+            self.rules.append((names, upd))
+
+    def reset(self, seed=None):
+        self.base.reset(seed)
+        self.rule.reset(seed)
+
+    def act(self, obs, info=None):
+        a = ServeAction.from_any(self.base.act(obs, info))
+        self.rule.act(obs, info)
+        name = self.rule.detector.forecast()
+        for names, upd in self.rules:
+            if name in names:
+                a = a.model_copy(update=upd)
+        return a
+
+
+class GBMModel:
+    """Gradient-boosted regressors, one per candidate, as one ``predict(x) -> (N, C)``."""
+
+    def __init__(self, models):
+        self.models = models
+
+    def predict(self, x):
+        x = np.atleast_2d(x)
+        return np.stack([m.predict(x) for m in self.models], axis=1)
+
+
+def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
+    path, _, margin = spec.split(":", 1)[1].partition("@")
+    if not Path(path).is_file():
+        raise ValueError(f"allknob spec {spec!r}: no regressor file {path!r} (fit one with "
+                         f"`issue21_adv10b_allknob.py fit`)")
+    try:
+        m = float(margin)
+    except ValueError:
+        raise ValueError(f"allknob spec {spec!r}: expected allknob:MODEL.pt@MARGIN with a number as MARGIN") from None
+    if spec.startswith("gbm:"):  # issue21_adv10b_gbm_cv.py's pickled regressors (a file this project wrote)
+        import pickle
+
+        with open(path, "rb") as fh:
+            return AllKnobPolicy(module, GBMModel(pickle.load(fh)), m)
+    return (NeighbourPolicy if spec.startswith("nb:") else AllKnobPolicy)(module, AdvantageModel.load(path), m)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    lab = sub.add_parser("label")
+    lab.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "N"), default=(100, 80))
+    lab.add_argument("--horizon", type=int, default=20)
+    lab.add_argument("--every", type=int, default=2)
+    lab.add_argument("--actor", default="pretrained:adversarial_multitenant")
+    lab.add_argument("--tag", default="module")
+    lab.add_argument("--neighbours", action="store_true", help="screen one-knob changes (NEIGHBOURS) instead")
+    lab.add_argument("--out", type=Path, default=Path("ray_results/adv10b_labels"))
+    f = sub.add_parser("fit")
+    f.add_argument("--labels", type=Path, nargs="+", required=True)
+    f.add_argument("--model", type=Path, required=True)
+    f.add_argument("--clips", type=float, nargs="+", default=[1.0])
+    f.add_argument("--hidden", type=int, default=32)
+    f.add_argument("--epochs", type=int, default=60)
+    f.add_argument("--json-out", type=Path, default=None)
+    f.add_argument("--neighbours", action="store_true", help="fit neighbour labels (label --neighbours)")
+    args = ap.parse_args()
+    if args.cmd == "fit":
+        (fit_nb if args.neighbours else fit)(args)
+        return
+    if args.seeds[0] + args.seeds[1] > 500:
+        sys.exit(f"labels use training seeds (< 500); got seeds up to {args.seeds[0] + args.seeds[1] - 1}")
+    from issue21_adv_spell_policy import make_actor
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    for seed in range(args.seeds[0], args.seeds[0] + args.seeds[1]):
+        path = args.out / f"{TASK}_{args.tag}_{seed}.npz"
+        if path.is_file():
+            continue
+        t0 = time.perf_counter()
+        if args.neighbours:
+            d = label_neighbours(make_actor(args.actor), seed, args.horizon, args.every)
+            adv = d["q"][:, 1:] - d["q"][:, :1]
+            print(f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} windows, mean adv per neighbour "
+                  f"{np.round(adv.mean(axis=0), 3).tolist()}, {time.perf_counter() - t0:.1f} s", flush=True)
+        else:
+            d = label_episode(make_actor(args.actor), seed, args.horizon, args.every)
+        tmp = path.with_name(path.stem + ".partial.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **d)
+        tmp.replace(path)
+        if args.neighbours:
+            continue
+        adv = d["q"] - d["q"][np.arange(len(d["q"])), d["act"]][:, None]
+        print(f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} windows, a candidate beats the actor in "
+              f"{int((adv.max(axis=1) > 1e-9).sum())}, mean best adv {adv.max(axis=1).mean():+.3f}, "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
