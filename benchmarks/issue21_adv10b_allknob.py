@@ -13,20 +13,19 @@ rollout on the first labelled window of each episode). Label: ``q[c] - q[actor's
 Observable features stored beside it (decision time only): the rule detector's level-2 phase features, the raw
 observation's ``COMPACT_COLS`` and the actor's action as a one-hot over the candidates. Training seeds only (< 500).
 
-- ``label --seeds 100 80 --out DIR``: one ``.npz`` per seed (atomic; a stopped run resumes);
-- ``fit --labels DIR --model M.pt``: 3-fold CV by episode of an ``AdvantageModel`` (4 outputs), then the full fit;
-- :class:`AllKnobPolicy` (spec ``allknob:M.pt@MARGIN`` of ``issue21_adv_spell_policy.make_actor``): the module,
+- ``issue21_adv10b_cli.py label --seeds 100 80 --out DIR``: one ``.npz`` per seed (atomic; a stopped run resumes);
+- ``issue21_adv10b_cli.py fit --labels DIR --model M.pt``: 3-fold CV by episode of an ``AdvantageModel`` (4
+  outputs), then the full fit;
+- :class:`AllKnobPolicy` (spec ``allknob:M.pt@MARGIN`` of ``issue21_adv_actors.make_actor``): the module,
   switched to the candidate with the largest predicted advantage where it exceeds ``MARGIN``.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -170,6 +169,9 @@ def label_episode(actor, seed: int, horizon: int, every: int) -> dict[str, np.nd
 def load(dirs: list[Path]) -> dict[str, np.ndarray]:
     xs, ys, eps, acts = [], [], [], []
     files = sorted(p for d in dirs for p in d.glob(f"{TASK}_*.npz"))
+    if not files:
+        raise SystemExit(f"no label files {TASK}_*.npz in {', '.join(map(str, dirs))}: write them with "
+                         f"`python benchmarks/issue21_adv10b_cli.py label --out DIR` and pass that DIR")
     for e, p in enumerate(files):
         d = np.load(p)
         if len(d["w"]) == 0:
@@ -215,7 +217,7 @@ def fit(args) -> None:
     m.save(args.model)
     print(f"wrote {args.model} (clip {args.clips[0]})")
     if args.json_out:
-        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_allknob.py " + " ".join(sys.argv[1:]),
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_cli.py " + " ".join(sys.argv[1:]),
                                              "cross_validation": report}, indent=1))
 
 
@@ -287,7 +289,7 @@ def fit_nb(args) -> None:
     m.save(args.model)
     print(f"wrote {args.model} (clip {args.clips[0]})")
     if args.json_out:
-        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_allknob.py " + " ".join(sys.argv[1:]),
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_cli.py " + " ".join(sys.argv[1:]),
                                              "cross_validation": report}, indent=1))
 
 
@@ -360,7 +362,7 @@ def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
     path, _, margin = spec.split(":", 1)[1].partition("@")
     if not Path(path).is_file():
         raise ValueError(f"allknob spec {spec!r}: no regressor file {path!r} (fit one with "
-                         f"`issue21_adv10b_allknob.py fit`)")
+                         f"`issue21_adv10b_cli.py fit`)")
     try:
         m = float(margin)
     except ValueError:
@@ -371,59 +373,3 @@ def make_allknob_actor(spec: str, module) -> AllKnobPolicy:
         with open(path, "rb") as fh:
             return AllKnobPolicy(module, GBMModel(pickle.load(fh)), m)
     return (NeighbourPolicy if spec.startswith("nb:") else AllKnobPolicy)(module, AdvantageModel.load(path), m)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    lab = sub.add_parser("label")
-    lab.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "N"), default=(100, 80))
-    lab.add_argument("--horizon", type=int, default=20)
-    lab.add_argument("--every", type=int, default=2)
-    lab.add_argument("--actor", default="pretrained:adversarial_multitenant")
-    lab.add_argument("--tag", default="module")
-    lab.add_argument("--neighbours", action="store_true", help="screen one-knob changes (NEIGHBOURS) instead")
-    lab.add_argument("--out", type=Path, default=Path("ray_results/adv10b_labels"))
-    f = sub.add_parser("fit")
-    f.add_argument("--labels", type=Path, nargs="+", required=True)
-    f.add_argument("--model", type=Path, required=True)
-    f.add_argument("--clips", type=float, nargs="+", default=[1.0])
-    f.add_argument("--hidden", type=int, default=32)
-    f.add_argument("--epochs", type=int, default=60)
-    f.add_argument("--json-out", type=Path, default=None)
-    f.add_argument("--neighbours", action="store_true", help="fit neighbour labels (label --neighbours)")
-    args = ap.parse_args()
-    if args.cmd == "fit":
-        (fit_nb if args.neighbours else fit)(args)
-        return
-    if args.seeds[0] + args.seeds[1] > 500:
-        sys.exit(f"labels use training seeds (< 500); got seeds up to {args.seeds[0] + args.seeds[1] - 1}")
-    from issue21_adv_spell_policy import make_actor
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    for seed in range(args.seeds[0], args.seeds[0] + args.seeds[1]):
-        path = args.out / f"{TASK}_{args.tag}_{seed}.npz"
-        if path.is_file():
-            continue
-        t0 = time.perf_counter()
-        if args.neighbours:
-            d = label_neighbours(make_actor(args.actor), seed, args.horizon, args.every)
-            adv = d["q"][:, 1:] - d["q"][:, :1]
-            print(f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} windows, mean adv per neighbour "
-                  f"{np.round(adv.mean(axis=0), 3).tolist()}, {time.perf_counter() - t0:.1f} s", flush=True)
-        else:
-            d = label_episode(make_actor(args.actor), seed, args.horizon, args.every)
-        tmp = path.with_name(path.stem + ".partial.tmp")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **d)
-        tmp.replace(path)
-        if args.neighbours:
-            continue
-        adv = d["q"] - d["q"][np.arange(len(d["q"])), d["act"]][:, None]
-        print(f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} windows, a candidate beats the actor in "
-              f"{int((adv.max(axis=1) > 1e-9).sum())}, mean best adv {adv.max(axis=1).mean():+.3f}, "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)
-
-
-if __name__ == "__main__":
-    main()

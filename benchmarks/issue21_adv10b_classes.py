@@ -1,5 +1,5 @@
 """Mean one-step rollout advantage over the shipped adversarial module, per forecast phase of ``phase_rule``'s
-detector and per candidate (issue 21, tenth session b). Reads the label files of ``issue21_adv10b_allknob.py``:
+detector and per candidate (issue 21, tenth session b). Reads the label files of ``issue21_adv10b_cli.py label``:
 ``--candidates DIR`` (the split x KV table, forecasts recovered by replaying the module on the seed: it is
 deterministic) and ``--neighbours DIR`` (one-knob changes, forecasts stored). Prints and writes, per phase and
 candidate: windows, mean advantage per window, and the first-order estimate of the grade change if the candidate
@@ -30,7 +30,7 @@ from inferencegym.evaluation.paired import ci95  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 
 from issue21_adv10b_allknob import CANDS, NEIGHBOURS, TASK  # noqa: E402
-from issue21_adv_spell_policy import make_actor  # noqa: E402
+from issue21_adv_actors import make_actor  # noqa: E402
 
 PHASES = ("low", "low+mega", "high", "high+mega")
 

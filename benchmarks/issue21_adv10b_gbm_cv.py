@@ -1,5 +1,5 @@
 """Cross-validated (3 folds by episode) gradient-boosted regressors of the all-knob advantages of
-``issue21_adv10b_allknob.py label`` (issue 21, tenth session b): does a non-linear model find conditional gains
+``issue21_adv10b_cli.py label`` (issue 21, tenth session b): does a non-linear model find conditional gains
 the MLP misses? Prints and writes the first-order gain of acting on the held-out predictions per margin.
 
     .venv/bin/python benchmarks/issue21_adv10b_gbm_cv.py ray_results/adv10b_labels benchmarks/results/issue21/adv10b_gbm_cv.json

@@ -1,4 +1,4 @@
-"""Do the all-knob advantages of ``issue21_adv10b_allknob.py label`` depend on the rollout horizon? (issue 21,
+"""Do the all-knob advantages of ``issue21_adv10b_cli.py label`` depend on the rollout horizon? (issue 21,
 tenth session b). Pairs the windows labelled with ``--horizon 20`` (every 2nd window) and ``--horizon 60`` (every
 4th) on the same seeds: the correlation of the two advantages per candidate, the share of windows where the best
 candidate agrees, and the mean advantage per forecast-independent candidate.

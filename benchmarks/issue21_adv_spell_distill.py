@@ -33,7 +33,7 @@ from inferencegym.envs.serve_env import LLMServeEnv  # noqa: E402
 from inferencegym.rl.bc import bc_train  # noqa: E402
 from inferencegym.rl.policy_loader import PRETRAINED_DIR, export_module, load_exported  # noqa: E402
 
-from issue21_adv_spell_policy import TASK, make_actor  # noqa: E402
+from issue21_adv_actors import TASK, make_actor  # noqa: E402
 
 
 def episode(student, teacher, shipped, seed: int, teacher_plays: bool):

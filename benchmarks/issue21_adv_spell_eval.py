@@ -27,7 +27,7 @@ from inferencegym.envs.actions import ServeAction  # noqa: E402
 from inferencegym.envs.serve_env import LLMServeEnv  # noqa: E402
 from inferencegym.evaluation.paired import paired_difference  # noqa: E402
 
-from issue21_adv_spell_policy import TASK, make_actor  # noqa: E402
+from issue21_adv_actors import TASK, make_actor  # noqa: E402
 
 
 def grade(actor, seed: int) -> float:

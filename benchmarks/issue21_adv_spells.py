@@ -120,7 +120,7 @@ def main() -> None:
     if args.seeds[0] + args.seeds[1] > 500:
         sys.exit("spell labels use training seeds (< 500); got seeds up to "
                  f"{args.seeds[0] + args.seeds[1] - 1}. Pass --seeds FIRST N with FIRST + N <= 500.")
-    from issue21_adv_spell_policy import make_actor
+    from issue21_adv_actors import make_actor
 
     args.out.mkdir(parents=True, exist_ok=True)
     for seed in range(args.seeds[0], args.seeds[0] + args.seeds[1]):
