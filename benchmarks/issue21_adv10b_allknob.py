@@ -185,6 +185,27 @@ def load(dirs: list[Path]) -> dict[str, np.ndarray]:
             "act": np.concatenate(acts), "files": len(files)}
 
 
+def _cv_predictions(x: np.ndarray, y: np.ndarray, folds: np.ndarray, cols: np.ndarray, clip: float, args) -> np.ndarray:
+    """Held-out predictions of 3-fold cross-validation by episode (``folds``: the episode's fold)."""
+    preds = np.zeros_like(y)
+    for k in range(3):
+        m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=clip, hidden=args.hidden, seed=k)
+        m.fit(x[folds != k], y[folds != k], epochs=args.epochs)
+        preds[folds == k] = m.predict(x[folds == k])
+    return preds
+
+
+def _final_fit(x: np.ndarray, y: np.ndarray, cols: np.ndarray, report: list[str], args) -> None:
+    """The model on every label (the first clip), saved to ``args.model``; the CV report to ``args.json_out``."""
+    m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
+    m.fit(x, y, epochs=args.epochs)
+    m.save(args.model)
+    print(f"wrote {args.model} (clip {args.clips[0]})")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_cli.py " + " ".join(sys.argv[1:]),
+                                             "cross_validation": report}, indent=1))
+
+
 def fit(args) -> None:
     d = load(args.labels)
     x, y, ep = d["x"], d["y"], d["ep"]
@@ -196,11 +217,7 @@ def fit(args) -> None:
     cols = np.arange(x.shape[1])
     folds = ep % 3
     for clip in args.clips:
-        preds = np.zeros_like(y)
-        for k in range(3):
-            m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=clip, hidden=args.hidden, seed=k)
-            m.fit(x[folds != k], y[folds != k], epochs=args.epochs)
-            preds[folds == k] = m.predict(x[folds == k])
+        preds = _cv_predictions(x, y, folds, cols, clip, args)
         off = np.ones_like(y, bool)
         off[np.arange(len(y)), d["act"]] = False  # the actor's own column is 0 by construction
         line = [f"clip {clip}: corr (other candidates) {np.corrcoef(preds[off], y[off])[0, 1]:+.3f}"]
@@ -212,13 +229,7 @@ def fit(args) -> None:
             line.append(f"m{mg:.2f}: switch {sel.mean():.1%} gain/ep {y[sel, best[sel]].sum() / n_ep:+.3f}")
         report.append("; ".join(line))
         print(report[-1], flush=True)
-    m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
-    m.fit(x, y, epochs=args.epochs)
-    m.save(args.model)
-    print(f"wrote {args.model} (clip {args.clips[0]})")
-    if args.json_out:
-        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_cli.py " + " ".join(sys.argv[1:]),
-                                             "cross_validation": report}, indent=1))
+    _final_fit(x, y, cols, report, args)
 
 
 class AllKnobPolicy:
@@ -270,11 +281,7 @@ def fit_nb(args) -> None:
     folds = ep % 3
     cols = np.arange(x.shape[1])
     for clip in args.clips:
-        preds = np.zeros_like(y)
-        for k in range(3):
-            m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=clip, hidden=args.hidden, seed=k)
-            m.fit(x[folds != k], y[folds != k], epochs=args.epochs)
-            preds[folds == k] = m.predict(x[folds == k])
+        preds = _cv_predictions(x, y, folds, cols, clip, args)
         best = preds.argmax(axis=1)
         gain = preds[np.arange(len(y)), best]
         line = [f"clip {clip}: corr {np.corrcoef(preds.ravel(), y.ravel())[0, 1]:+.3f}"]
@@ -284,13 +291,7 @@ def fit_nb(args) -> None:
                         f"(~{y[sel, best[sel]].sum() / n_ep * 4 / 200:+.4f} grade)")
         report.append("; ".join(line))
         print(report[-1], flush=True)
-    m = AdvantageModel(x.shape[1], y.shape[1], cols=cols, clip=args.clips[0], hidden=args.hidden, seed=0)
-    m.fit(x, y, epochs=args.epochs)
-    m.save(args.model)
-    print(f"wrote {args.model} (clip {args.clips[0]})")
-    if args.json_out:
-        args.json_out.write_text(json.dumps({"command": "benchmarks/issue21_adv10b_cli.py " + " ".join(sys.argv[1:]),
-                                             "cross_validation": report}, indent=1))
+    _final_fit(x, y, cols, report, args)
 
 
 class NeighbourPolicy:
