@@ -38,7 +38,7 @@ from inferencegym.envs.actions import ServeAction  # noqa: E402
 from inferencegym.envs.serve_env import LLMServeEnv  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 from inferencegym.rl.advantage_fit import COMPACT_COLS, AdvantageModel  # noqa: E402
-from inferencegym.rl.rollout_labels import GRADE_REWARD, candidate_actions  # noqa: E402
+from inferencegym.rl.rollout_labels import GRADE_REWARD, candidate_actions, rollout_return  # noqa: E402
 
 TASK = "adversarial_multitenant"
 CANDS = candidate_actions(TASK)
@@ -50,17 +50,6 @@ def features(feat: np.ndarray, obs: np.ndarray, act_idx: np.ndarray) -> np.ndarr
     feat, obs = np.atleast_2d(feat), np.atleast_2d(obs)
     onehot = np.eye(len(CANDS), dtype=np.float32)[np.atleast_1d(act_idx).astype(int)]
     return np.concatenate([feat, obs[:, list(COMPACT_COLS)], onehot], axis=1).astype(np.float32)
-
-
-def rollout(env: LLMServeEnv, actor, first: ServeAction, horizon: int) -> float:
-    total, a = 0.0, first
-    for _ in range(horizon):
-        obs, r, term, trunc, info = env.step(a)
-        total += float(r)
-        if term or trunc:
-            break
-        a = ServeAction.from_any(actor.act(obs, info))
-    return total
 
 
 NEIGHBOURS: tuple[tuple[str, object], ...] = (
@@ -99,7 +88,7 @@ def label_neighbours(actor, seed: int, horizon: int, every: int) -> dict[str, np
             for k, (knob, v) in enumerate(NEIGHBOURS):
                 m = copy.deepcopy(before)
                 m.act(obs, info)
-                q[1 + k] = rollout(copy.deepcopy(env), m, neighbour(a, knob, v), horizon)
+                q[1 + k] = rollout_return(copy.deepcopy(env), neighbour(a, knob, v), m, horizon)
             rows["w"].append(w)
             rows["feat"].append(rule.detector.features(level=2))
             rows["obs"].append(np.asarray(obs, np.float32).reshape(-1))
@@ -141,7 +130,7 @@ def label_episode(actor, seed: int, horizon: int, every: int) -> dict[str, np.nd
                     continue  # filled from the episode's own rewards below
                 m = copy.deepcopy(before)
                 m.act(obs, info)  # the continuation has read this window, whatever is played
-                q[c] = rollout(copy.deepcopy(env), m, cand, horizon)
+                q[c] = rollout_return(copy.deepcopy(env), cand, m, horizon)
             if checked is None:
                 checked = (w, q[i])
             rows["w"].append(w)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferencegym.envs.actions import ServeAction
 from inferencegym.envs.serve_env import LLMServeEnv
 from inferencegym.policies.phase_rule import PhaseRulePolicy
 
@@ -27,26 +26,9 @@ class SplitOffModule:
         return self.rule.act(obs, info).model_copy(update={"prefill_decode_split": False, "kv_budget_fraction": 0.15})
 
 
-def _play(policy, seed: int, windows: int = 80):
-    """(rule phase name, policy action) per window, the rule shadowing the same observations."""
-    env, shadow = LLMServeEnv(TASK), PhaseRulePolicy(TASK)
-    policy.reset(seed)
-    shadow.reset(seed)
-    obs, info = env.reset(seed=seed)
-    out = []
-    for _ in range(windows):
-        a = ServeAction.from_any(policy.act(obs, info))
-        ra = shadow.act(obs, info)
-        out.append((shadow.detector.forecast(), a, ra))
-        obs, _, term, trunc, info = env.step(a)
-        if term or trunc:
-            break
-    return out
-
-
-def test_the_ls_guard_restores_the_rules_split_in_quiet_windows_and_nothing_else(bench_module):
+def test_the_ls_guard_restores_the_rules_split_in_quiet_windows_and_nothing_else(bench_module, play_with_rule):
     guards = bench_module("issue21_adv10_guards")
-    steps = _play(guards.KnobGuard(SplitOffModule(), ["ls"]), seed=501)
+    steps = play_with_rule(guards.KnobGuard(SplitOffModule(), ["ls"]), seed=501, windows=80)
     low = [(a, ra) for name, a, ra in steps if name == "low"]
     other = [(a, ra) for name, a, ra in steps if name != "low"]
     assert low and other

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferencegym.envs.actions import ServeAction
 from inferencegym.envs.serve_env import LLMServeEnv
 from inferencegym.policies.phase_rule import PhaseRulePolicy
+from inferencegym.rl.rollout_labels import rollout_return
 
 TASK = "adversarial_multitenant"
 
@@ -22,22 +22,6 @@ class ZeroModel:
 
     def predict(self, x):
         return np.full((np.atleast_2d(x).shape[0], self.n), self.value, np.float32)
-
-
-def _actions(policy, seed: int, windows: int = 60):
-    env, shadow = LLMServeEnv(TASK), PhaseRulePolicy(TASK)
-    policy.reset(seed)
-    shadow.reset(seed)
-    obs, info = env.reset(seed=seed)
-    out = []
-    for _ in range(windows):
-        a = ServeAction.from_any(policy.act(obs, info))
-        ra = shadow.act(obs, info)
-        out.append((shadow.detector.forecast(), a, ra))
-        obs, _, term, trunc, info = env.step(a)
-        if term or trunc:
-            break
-    return out
 
 
 def test_labels_of_the_actors_own_action_equal_a_real_rollout(bench_module):
@@ -56,22 +40,22 @@ def test_labels_of_the_actors_own_action_equal_a_real_rollout(bench_module):
     before = copy.deepcopy(rule)
     a = rule.act(obs, info)
     before.act(obs, info)
-    q = ak.rollout(copy.deepcopy(env), before, a, 5)
+    q = rollout_return(copy.deepcopy(env), a, before, 5)
     assert d["q"][1, ak.INDEX[a]] == pytest.approx(q, abs=1e-9)
     assert d["act"][1] == ak.INDEX[a]
 
 
-def test_allknob_policy_switches_only_above_the_margin(bench_module):
+def test_allknob_policy_switches_only_above_the_margin(bench_module, play_with_rule):
     ak = bench_module("issue21_adv10b_allknob")
-    same = _actions(ak.AllKnobPolicy(PhaseRulePolicy(TASK), ZeroModel(len(ak.CANDS), 0.05), margin=0.1), seed=502)
+    same = play_with_rule(ak.AllKnobPolicy(PhaseRulePolicy(TASK), ZeroModel(len(ak.CANDS), 0.05), margin=0.1), 502, 60)
     assert all(a == ra for _, a, ra in same)
-    moved = _actions(ak.AllKnobPolicy(PhaseRulePolicy(TASK), ZeroModel(len(ak.CANDS), 0.2), margin=0.1), seed=502)
+    moved = play_with_rule(ak.AllKnobPolicy(PhaseRulePolicy(TASK), ZeroModel(len(ak.CANDS), 0.2), margin=0.1), 502, 60)
     assert all(a != ra and a in ak.CANDS for _, a, ra in moved)
 
 
-def test_knob_override_sets_knobs_only_in_the_named_phases(bench_module):
+def test_knob_override_sets_knobs_only_in_the_named_phases(bench_module, play_with_rule):
     ak = bench_module("issue21_adv10b_allknob")
-    steps = _actions(ak.KnobOverride(PhaseRulePolicy(TASK), "knob:high/high+mega:speculation_depth=4,batch_cap=128"),
+    steps = play_with_rule(ak.KnobOverride(PhaseRulePolicy(TASK), "knob:high/high+mega:speculation_depth=4,batch_cap=128"),
                      seed=503, windows=120)
     high = [(a, ra) for name, a, ra in steps if name.startswith("high")]
     rest = [(a, ra) for name, a, ra in steps if not name.startswith("high")]
