@@ -69,8 +69,11 @@ def neighbour(a: ServeAction, knob: str, value) -> ServeAction:
     return a.model_copy(update={knob: value})
 
 
-def label_neighbours(actor, seed: int, horizon: int, every: int) -> dict[str, np.ndarray]:
-    """``q[:, 0]`` the actor's own return over ``horizon`` windows, ``q[:, 1 + k]`` that of ``NEIGHBOURS[k]``."""
+def _walk(actor, seed: int, horizon: int, every: int, values) -> tuple[dict[str, list], np.ndarray, LLMServeEnv]:
+    """One episode played by ``actor`` (``phase_rule`` shadowing it for the phase features). At every
+    ``every``-th window, ``values(before, env, obs, info, a)`` (``before``: the actor as it was before it read
+    this window) returns the labelled row's values (None: the window is not labelled). Returns the rows
+    (``w``, ``feat``, ``obs``, ``act``, ``q``, ``phase``), the cumulative rewards and the finished env."""
     env = LLMServeEnv(TASK, reward_config=GRADE_REWARD)
     rule = PhaseRulePolicy(TASK)
     actor.reset(seed)
@@ -78,81 +81,83 @@ def label_neighbours(actor, seed: int, horizon: int, every: int) -> dict[str, np
     obs, info = env.reset(seed=seed)
     rows: dict[str, list] = {k: [] for k in ("w", "feat", "obs", "act", "q", "phase")}
     rewards, w = [], 0
-    phases = ("low", "low+mega", "high", "high+mega")
     while True:
         before = copy.deepcopy(actor)
         a = ServeAction.from_any(actor.act(obs, info))
         rule.act(obs, info)
-        if w % every == 0:
-            q = np.full(1 + len(NEIGHBOURS), np.nan)
-            for k, (knob, v) in enumerate(NEIGHBOURS):
-                m = copy.deepcopy(before)
-                m.act(obs, info)
-                q[1 + k] = rollout_return(copy.deepcopy(env), neighbour(a, knob, v), m, horizon)
+        q = values(before, env, obs, info, a) if w % every == 0 else None
+        if q is not None:
             rows["w"].append(w)
             rows["feat"].append(rule.detector.features(level=2))
             rows["obs"].append(np.asarray(obs, np.float32).reshape(-1))
             rows["act"].append(INDEX.get(a, -1))
             rows["q"].append(q)
-            rows["phase"].append(phases.index(rule.detector.forecast()))
+            rows["phase"].append(PHASES.index(rule.detector.forecast()))
         obs, r, term, trunc, info = env.step(a)
         rewards.append(float(r))
         w += 1
         if term or trunc:
             break
-    cum = np.r_[0.0, np.cumsum(rewards)]
-    for k, wk in enumerate(rows["w"]):
-        rows["q"][k][0] = cum[min(wk + horizon, len(rewards))] - cum[wk]
-    out = {k: np.asarray(v, np.float64 if k == "q" else np.float32) for k, v in rows.items()}
+    return rows, np.r_[0.0, np.cumsum(rewards)], env
+
+
+def _label_arrays(rows: dict[str, list], env: LLMServeEnv, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    out = {k: np.asarray(rows[k], np.float64 if k == "q" else np.float32) for k in keys}
     out["act"] = np.asarray(rows["act"], np.int64)
-    out["phase"] = np.asarray(rows["phase"], np.int64)
+    if "phase" in keys:
+        out["phase"] = np.asarray(rows["phase"], np.int64)
     out["score"] = np.float64(env.grade().score)
     return out
+
+
+PHASES = ("low", "low+mega", "high", "high+mega")
+"""The rule detector's forecast phases, in the order the ``phase`` label column indexes them."""
+
+
+def label_neighbours(actor, seed: int, horizon: int, every: int) -> dict[str, np.ndarray]:
+    """``q[:, 0]`` the actor's own return over ``horizon`` windows, ``q[:, 1 + k]`` that of ``NEIGHBOURS[k]``."""
+
+    def values(before, env, obs, info, a):
+        q = np.full(1 + len(NEIGHBOURS), np.nan)
+        for k, (knob, v) in enumerate(NEIGHBOURS):
+            m = copy.deepcopy(before)
+            m.act(obs, info)
+            q[1 + k] = rollout_return(copy.deepcopy(env), neighbour(a, knob, v), m, horizon)
+        return q
+
+    rows, cum, env = _walk(actor, seed, horizon, every, values)
+    n = len(cum) - 1
+    for k, wk in enumerate(rows["w"]):
+        rows["q"][k][0] = cum[min(wk + horizon, n)] - cum[wk]
+    return _label_arrays(rows, env, ("w", "feat", "obs", "act", "q", "phase"))
 
 
 def label_episode(actor, seed: int, horizon: int, every: int) -> dict[str, np.ndarray]:
-    env = LLMServeEnv(TASK, reward_config=GRADE_REWARD)
-    rule = PhaseRulePolicy(TASK)
-    actor.reset(seed)
-    rule.reset(seed)
-    obs, info = env.reset(seed=seed)
-    rows: dict[str, list] = {k: [] for k in ("w", "feat", "obs", "act", "q")}
-    rewards, w, checked = [], 0, None
-    while True:
-        before = copy.deepcopy(actor)
-        a = ServeAction.from_any(actor.act(obs, info))
-        rule.act(obs, info)
+    checked: list[float] = []  # the rollout value of the actor's own action at the first labelled window
+
+    def values(before, env, obs, info, a):
         i = INDEX.get(a, -1)
-        if w % every == 0 and i >= 0:
-            q = np.full(len(CANDS), np.nan)
-            for c, cand in enumerate(CANDS):
-                if c == i and checked is not None:
-                    continue  # filled from the episode's own rewards below
-                m = copy.deepcopy(before)
-                m.act(obs, info)  # the continuation has read this window, whatever is played
-                q[c] = rollout_return(copy.deepcopy(env), cand, m, horizon)
-            if checked is None:
-                checked = (w, q[i])
-            rows["w"].append(w)
-            rows["feat"].append(rule.detector.features(level=2))
-            rows["obs"].append(np.asarray(obs, np.float32).reshape(-1))
-            rows["act"].append(i)
-            rows["q"].append(q)
-        obs, r, term, trunc, info = env.step(a)
-        rewards.append(float(r))
-        w += 1
-        if term or trunc:
-            break
-    cum = np.r_[0.0, np.cumsum(rewards)]
+        if i < 0:
+            return None
+        q = np.full(len(CANDS), np.nan)
+        for c, cand in enumerate(CANDS):
+            if c == i and checked:
+                continue  # filled from the episode's own rewards below
+            m = copy.deepcopy(before)
+            m.act(obs, info)  # the continuation has read this window, whatever is played
+            q[c] = rollout_return(copy.deepcopy(env), cand, m, horizon)
+        if not checked:
+            checked.append(float(q[i]))
+        return q
+
+    rows, cum, env = _walk(actor, seed, horizon, every, values)
+    n = len(cum) - 1
     for k, wk in enumerate(rows["w"]):
-        own = cum[min(wk + horizon, len(rewards))] - cum[wk]
-        if wk == checked[0] and abs(own - checked[1]) > 1e-9:
-            raise RuntimeError(f"seed {seed}: the episode's own return {own} differs from its rollout {checked[1]}")
+        own = cum[min(wk + horizon, n)] - cum[wk]
+        if k == 0 and abs(own - checked[0]) > 1e-9:
+            raise RuntimeError(f"seed {seed}: the episode's own return {own} differs from its rollout {checked[0]}")
         rows["q"][k][rows["act"][k]] = own
-    out = {k: np.asarray(v, np.float64 if k == "q" else np.float32) for k, v in rows.items()}
-    out["act"] = np.asarray(rows["act"], np.int64)
-    out["score"] = np.float64(env.grade().score)
-    return out
+    return _label_arrays(rows, env, ("w", "feat", "obs", "act", "q"))
 
 
 def load(dirs: list[Path]) -> dict[str, np.ndarray]:

@@ -56,14 +56,11 @@ def _pow1(b: float, e: float) -> float:
     try:
         return math.pow(b, e)
     except (ValueError, OverflowError):
-        # 0 to a negative power: +-inf; a negative base to a non-integer power: nan; overflow:
-        # +-inf (negative only for a negative base to an odd integer power), as numpy gives
-        odd = e.is_integer() and e % 2 == 1
-        if b == 0.0 or abs(b) > 1.0 or abs(b) < 1.0:
-            if b < 0.0 and not e.is_integer():
-                return math.nan
-            return math.copysign(math.inf, b) if odd else math.inf
-        return math.nan  # pragma: no cover - |b| == 1 never raises
+        # numpy's answers: a negative base to a non-integer power is nan; 0 to a negative power and an
+        # overflow are inf, negative for a negative base (or -0.0) to an odd integer power
+        if b < 0.0 and not e.is_integer():
+            return math.nan
+        return math.copysign(math.inf, b) if e.is_integer() and e % 2 == 1 else math.inf
 
 
 def _map1(f: Callable[[float], float], x: Any) -> np.ndarray:
