@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inferencegym.envs.cluster_spaces import KNOB_BUCKETS  # noqa: E402
 from inferencegym.evaluation.cluster import ci95, run_cluster_episode  # noqa: E402
-from inferencegym.policies.knob_rules import KNOB_NAMES, base_knobs, shipped_knob_rule  # noqa: E402
+from inferencegym.policies.knob_rules import KNOB_NAMES, affinity_rule, base_knobs, shipped_knob_rule  # noqa: E402
 from inferencegym.policies.routers import (  # noqa: E402
     ClusterPolicy,
     FixedKnobsReplica,
@@ -50,7 +50,7 @@ from inferencegym.tasks.cluster_grading import grade_cluster  # noqa: E402
 from inferencegym.tasks.spec import get_task  # noqa: E402
 
 PREFIX_ROUTERS = ("dynamo_kv", "llmd_precise", "sglang_cache_aware")
-OBSERVABLE_RULES = ("best_static_knobs", "load_knobs_rule")
+OBSERVABLE_RULES = ("best_static_knobs", "load_knobs_rule", "best_affinity_knobs")
 
 
 def is_prefix(task_id: str) -> bool:
@@ -77,6 +77,8 @@ def table_policies(task_id: str) -> list[str]:
     rows += ["estimated_ttft", "best_static_knobs"]
     if shipped_knob_rule(task_id) is not None:
         rows.append("load_knobs_rule")
+    if affinity_rule(task_id) is not None:
+        rows.append("best_affinity_knobs")
     from importlib import resources
     if resources.files("inferencegym").joinpath("data", "pretrained", task_id, "module.json").is_file():
         rows.append("ppo")

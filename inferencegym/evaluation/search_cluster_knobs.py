@@ -6,6 +6,13 @@ The router is ``estimated_ttft``; every replica gets the same fixed knobs. Coord
 ``KNOB_GRID`` from the task's initial knobs on seeds 0..N-1 (evaluation uses 1000..): each round
 tries every one-knob change and keeps the best by mean grade (ties: lower mean p90 TTFT); stops when
 a round brings no improvement. Writes ``inferencegym/data/best_static_knobs.json``.
+
+    python -m inferencegym.evaluation.search_cluster_knobs --task cluster_prefix_sharing --seeds 8 --affinity
+
+``--affinity`` searches ``best_affinity_knobs`` instead: the ``estimated_ttft_affinity`` router's weight
+(``AFFINITY_GRID``, seconds of estimated TTFT a fully cached prompt is worth) as one more coordinate,
+starting from ``best_static_knobs`` (weight 0 = the plain router, so on the training seeds the result is
+never below it); writes ``inferencegym/data/best_affinity_knobs.json``.
 """
 
 from __future__ import annotations
@@ -17,7 +24,13 @@ import numpy as np
 
 from inferencegym.evaluation.cluster import run_cluster_episode
 from inferencegym.evaluation.search_best_static import DATA_DIR, _write, training_seeds
-from inferencegym.policies.routers import ClusterPolicy, EstimatedTTFTRouter, FixedKnobsReplica
+from inferencegym.policies.routers import (
+    AffinityEstimatedTTFTRouter,
+    ClusterPolicy,
+    EstimatedTTFTRouter,
+    FixedKnobsReplica,
+    base_knobs,
+)
 from inferencegym.tasks.cluster_grading import grade_cluster
 from inferencegym.tasks.spec import get_task
 
@@ -28,6 +41,8 @@ KNOB_GRID: dict[str, tuple] = {
     "chunk_size": (256, 512, 1024, 2048),
 }
 """Values per knob (a subset of the replica agents' buckets, ``cluster_spaces.KNOB_BUCKETS``)."""
+AFFINITY_GRID: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.3, 1.0)
+"""Weights (seconds) of the ``best_affinity_knobs`` search (0 = plain ``estimated_ttft``)."""
 
 
 def score_policy(task_id: str, make_policy, seeds: list[int]) -> tuple[float, float]:
@@ -71,6 +86,40 @@ def search_cluster_knobs(task_id: str, seeds: list[int], rounds: int = 4, log=pr
             "evaluated": len(cache)}
 
 
+def _affinity_policy(point: dict) -> ClusterPolicy:
+    router = AffinityEstimatedTTFTRouter()
+    router.affinity_s = float(point["affinity_s"])
+    return ClusterPolicy(router, FixedKnobsReplica({k: v for k, v in point.items() if k != "affinity_s"}),
+                         name="best_affinity_knobs")
+
+
+def search_affinity_knobs(task_id: str, seeds: list[int], rounds: int = 4, log=print) -> dict:
+    """Coordinate ascent over ``KNOB_GRID`` and ``AFFINITY_GRID`` from ``best_static_knobs`` (module
+    docstring); the objective of :func:`score_policy`."""
+    task = get_task(task_id)
+    if task.kind != "cluster" or task.workload.process != "prefix":
+        raise ValueError(f"{task_id!r} is not a prefix-sharing cluster task; best_affinity_knobs needs "
+                         f"published prefix caches (the cluster tasks with workload process 'prefix')")
+    cache: dict[tuple, tuple[float, float]] = {}
+    grid = {**KNOB_GRID, "affinity_s": AFFINITY_GRID}
+
+    def score(pt: dict) -> tuple[float, float]:
+        key = tuple(sorted(pt.items()))
+        if key not in cache:
+            cache[key] = score_policy(task_id, lambda: _affinity_policy(pt), seeds)
+        return cache[key]
+
+    def neighbours(pt: dict) -> list[dict]:
+        return [{**pt, k: v} for k, vals in grid.items() for v in vals if pt[k] != v]
+
+    start = {**base_knobs(task), "affinity_s": 0.0}
+    cur, best = coordinate_ascent(start, neighbours, score, rounds, log, f"{task_id}: start {start}")
+    knobs = {k: v for k, v in cur.items() if k != "affinity_s"}
+    return {"affinity_s": cur["affinity_s"], "knobs": knobs, "train_score": best[0],
+            "train_ttft_p90_s": -best[1], "base_train_score": score(start)[0],
+            "base_train_ttft_p90_s": -score(start)[1], "train_seeds": seeds, "evaluated": len(cache)}
+
+
 def coordinate_ascent(start: dict, neighbours, score, rounds: int, log, start_label: str,
                       show=str) -> tuple[dict, tuple[float, float]]:
     """Greedy ascent of the cluster rule searches: each round scores every neighbour of the current
@@ -94,9 +143,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--task", required=True)
     ap.add_argument("--seeds", type=int, default=2, help="training seeds 0..N-1 (< 1000)")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--affinity", action="store_true",
+                    help="search best_affinity_knobs (the affinity weight as one more coordinate)")
     args = ap.parse_args(argv)
     seeds = training_seeds(args.seeds)
     t0 = time.time()
+    if args.affinity:
+        entry = search_affinity_knobs(args.task, seeds, rounds=args.rounds)
+        entry["search_wall_s"] = round(time.time() - t0, 1)
+        _write(DATA_DIR / "best_affinity_knobs.json", args.task, entry,
+               "best_affinity_knobs: the estimated_ttft_affinity weight and fixed replica knobs, coordinate "
+               "ascent from best_static_knobs (weight 0) on training seeds")
+        print(f"{args.task}: affinity {entry['affinity_s']} s, {entry['knobs']} train grade "
+              f"{entry['train_score']:.4f} (best_static_knobs {entry['base_train_score']:.4f}; "
+              f"{entry['evaluated']} evaluated, {entry['search_wall_s']} s)")
+        return
     entry = search_cluster_knobs(args.task, seeds, rounds=args.rounds)
     entry["search_wall_s"] = round(time.time() - t0, 1)
     _write(DATA_DIR / "best_static_knobs.json", args.task, entry,

@@ -57,6 +57,32 @@ def base_knobs(task) -> dict:
     return dict(knobs)
 
 
+def affinity_rule(task_id: str) -> dict | None:
+    """The shipped ``best_affinity_knobs`` rule of ``task_id``: ``{"affinity_s": w, "knobs": {...}}``
+    (the ``estimated_ttft_affinity`` weight and fixed replica knobs searched together on training seeds,
+    ``python -m inferencegym.evaluation.search_cluster_knobs --affinity``), or None when none is shipped."""
+    try:
+        text = resources.files("inferencegym").joinpath("data", "best_affinity_knobs.json").read_text()
+    except (FileNotFoundError, ModuleNotFoundError):
+        return None
+    entry = json.loads(text).get("tasks", {}).get(task_id)
+    return None if entry is None else {"affinity_s": float(entry["affinity_s"]), "knobs": dict(entry["knobs"])}
+
+
+def shipped_affinity_rule(task_id: str) -> dict:
+    """:func:`affinity_rule`, or a one-line ValueError naming the tasks that have one."""
+    rule = affinity_rule(task_id)
+    if rule is None:
+        try:
+            text = resources.files("inferencegym").joinpath("data", "best_affinity_knobs.json").read_text()
+            have = sorted(json.loads(text).get("tasks", {}))
+        except (FileNotFoundError, ModuleNotFoundError):
+            have = []
+        raise ValueError(f"best_affinity_knobs has no searched rule for task {task_id!r} (have: {have}); "
+                         f"run python -m inferencegym.evaluation.search_cluster_knobs --affinity --task {task_id}")
+    return rule
+
+
 def shipped_knob_rule(task_id: str) -> dict | None:
     """The shipped rule of ``task_id`` (``{"thresholds": [...], "levels": [...]}``) or None."""
     return _shipped("knob_rules.json", task_id, "rule")

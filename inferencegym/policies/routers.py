@@ -40,7 +40,9 @@ sets the task's fixed knobs searched on training seeds (``inferencegym/data/best
 shipped). ``best_static_knobs`` = ``estimated_ttft+replica_best_static``: the best observable rule
 of issue 21 on the cluster tasks (router and replica knobs together). ``replica_load_knobs``
 (:mod:`inferencegym.policies.knob_rules`) picks each replica's knobs by its own load every window;
-``load_knobs_rule`` = ``estimated_ttft+replica_load_knobs``.
+``load_knobs_rule`` = ``estimated_ttft+replica_load_knobs``. ``best_affinity_knobs`` =
+``estimated_ttft_affinity_tuned+replica_affinity_knobs``: the affinity weight and the fixed knobs searched
+together on training seeds (``inferencegym/data/best_affinity_knobs.json``; the prefix tasks).
 
 A *cluster policy* pairs a router with a replica policy (:class:`ClusterPolicy`); the spec
 ``"least_outstanding_requests"`` means that router with ``replica_static``; ``"ROUTER+REPLICA"``
@@ -53,6 +55,7 @@ import numpy as np
 
 from inferencegym.envs.cluster_spaces import REPLICA_ACTION_NVEC
 from inferencegym.policies.knob_rules import LoadKnobsReplica, base_knobs, best_static_knobs  # noqa: F401 (re-export)
+from inferencegym.policies.knob_rules import shipped_affinity_rule
 from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
 from inferencegym.sim.router import make_router
 from inferencegym.tasks.episode_workload import mean_output_tokens
@@ -65,13 +68,14 @@ PRODUCTION_ROUTERS: tuple[str, ...] = ("llmd_precise", "llmd_approx", "sglang_ca
 """The production cache-aware routers of ``inferencegym.sim.cache_routers`` (published defaults)."""
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
-                                    "estimated_ttft_affinity",
+                                    "estimated_ttft_affinity", "estimated_ttft_affinity_tuned",
                                     *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
                                     "prefix_oracle", "tier_oracle")
 REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static",
-                                     "replica_load_knobs")
+                                     "replica_load_knobs", "replica_affinity_knobs")
 CLUSTER_ALIASES: dict[str, str] = {"best_static_knobs": "estimated_ttft+replica_best_static",
-                                   "load_knobs_rule": "estimated_ttft+replica_load_knobs"}
+                                   "load_knobs_rule": "estimated_ttft+replica_load_knobs",
+                                   "best_affinity_knobs": "estimated_ttft_affinity_tuned+replica_affinity_knobs"}
 """Named cluster policies that pair a router with a replica policy."""
 PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle", "tier_oracle")
 """Routers that read what no observation carries (true output lengths; ``prefix_oracle`` also the
@@ -211,6 +215,18 @@ class AffinityEstimatedTTFTRouter(EstimatedTTFTRouter):
     affinity_s = AFFINITY_S
 
 
+class TunedAffinityRouter(AffinityEstimatedTTFTRouter):
+    """``estimated_ttft_affinity_tuned``: ``estimated_ttft_affinity`` with the task's weight searched
+    together with the replica knobs (``best_affinity_knobs``; ``knob_rules.affinity_rule``)."""
+
+    name = "estimated_ttft_affinity_tuned"
+
+    def bind(self, env) -> "TunedAffinityRouter":
+        super().bind(env)
+        self.affinity_s = shipped_affinity_rule(env.task.task_id)["affinity_s"]
+        return self
+
+
 class TierOracleRouter(EarliestFirstTokenRouter):
     """``tier_oracle`` (privileged): ``clairvoyant`` with the replicas' exact cache contents by tier.
 
@@ -311,7 +327,18 @@ class FixedKnobsReplica:
         return self._idx.copy()
 
 
-_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica, FixedKnobsReplica, LoadKnobsReplica)}
+class AffinityKnobsReplica(FixedKnobsReplica):
+    """``replica_affinity_knobs``: the fixed knobs of the task's ``best_affinity_knobs`` rule."""
+
+    name = "replica_affinity_knobs"
+
+    def bind(self, env) -> "AffinityKnobsReplica":
+        self._given = shipped_affinity_rule(env.task.task_id)["knobs"]
+        return super().bind(env)
+
+
+_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica, FixedKnobsReplica, LoadKnobsReplica,
+                                 AffinityKnobsReplica)}
 
 
 def get_router_policy(name: str):
@@ -326,6 +353,8 @@ def get_router_policy(name: str):
         return TierOracleRouter()
     if name == "estimated_ttft_affinity":
         return AffinityEstimatedTTFTRouter()
+    if name == "estimated_ttft_affinity_tuned":
+        return TunedAffinityRouter()
     if name == "clairvoyant_work":
         p = SimRouterPolicy("clairvoyant")
         p.name = "clairvoyant_work"

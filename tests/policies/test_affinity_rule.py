@@ -1,0 +1,53 @@
+"""``best_affinity_knobs``: the ``estimated_ttft_affinity`` weight and fixed replica knobs searched
+together on training seeds (issue 21, item 1: "an affinity-weighted estimated_ttft on the prefix tasks
+if it beats the plain one")."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferencegym.envs.cluster_env import ClusterEnv
+from inferencegym.evaluation.cluster import run_cluster_episode
+from inferencegym.evaluation.search_cluster_knobs import _affinity_policy, search_affinity_knobs
+from inferencegym.policies import get_policy, list_policies
+from inferencegym.policies.knob_rules import affinity_rule, base_knobs
+from inferencegym.policies.routers import get_cluster_policy
+
+PREFIX = "cluster_prefix_sharing"
+
+
+def _metrics(policy, task=PREFIX, seed=3, windows=4):
+    log, _ = run_cluster_episode(task, policy, seed, episode_windows=windows)
+    return log.metrics
+
+
+def test_the_shipped_rule_binds_its_searched_weight_and_knobs():
+    rule = affinity_rule(PREFIX)
+    assert rule is not None and rule["affinity_s"] > 0.0  # the search found a weight above the plain router
+    pol = get_cluster_policy("best_affinity_knobs")
+    env = ClusterEnv({"task_id": PREFIX, "episode_windows": 1})
+    pol.bind(env)
+    assert pol.router.affinity_s == rule["affinity_s"]
+    assert pol.replica.knobs == rule["knobs"]
+    assert "best_affinity_knobs" in list_policies("cluster")
+    assert get_policy("best_affinity_knobs", PREFIX).name == "best_affinity_knobs"
+
+
+def test_weight_zero_is_best_static_knobs_exactly():
+    task = ClusterEnv({"task_id": PREFIX, "episode_windows": 1}).task
+    plain = _affinity_policy({**base_knobs(task), "affinity_s": 0.0})
+    assert _metrics(plain) == _metrics(get_cluster_policy("best_static_knobs"))
+
+
+def test_the_weight_changes_where_requests_go():
+    task = ClusterEnv({"task_id": PREFIX, "episode_windows": 1}).task
+    heavy = _affinity_policy({**base_knobs(task), "affinity_s": 1.0})
+    assert _metrics(heavy)["cluster/ttft_p90_s"] != _metrics(get_cluster_policy("best_static_knobs"))["cluster/ttft_p90_s"]
+
+
+def test_a_task_without_a_searched_rule_is_refused_with_the_command():
+    env = ClusterEnv({"task_id": "cluster_routing", "episode_windows": 1})
+    with pytest.raises(ValueError, match="search_cluster_knobs --affinity --task cluster_routing"):
+        get_cluster_policy("best_affinity_knobs").bind(env)
+    with pytest.raises(ValueError, match="not a prefix-sharing cluster task"):
+        search_affinity_knobs("cluster_routing", [0])
