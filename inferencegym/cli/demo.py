@@ -5,7 +5,7 @@ demo's budget): the replica agents learn their knobs (batch cap, KV budget, spec
 the best observable router, ``estimated_ttft``, routing inside the env, starting from "hold the
 task's initial knobs" (what ``estimated_ttft`` and every shipped cluster baseline play; the
 ``replica_sticky`` module is that policy before training, ``rllib_configs/demo/cluster_prefix_sharing.yaml``).
-Then it evaluates the returned policy, its warm start, the best observable rule
+Then it evaluates the returned policy, its warm start, the best observable rule ``best_affinity_knobs``,
 ``best_static_knobs`` and the production ``dynamo_kv`` side by side on held-out seeds, says whether PPO
 improved on its warm start by a paired interval on fresh validation seeds, prints the table and
 writes the report (Markdown/HTML with plots) and the MLflow evaluation run.
@@ -48,7 +48,7 @@ DEFAULT_MINUTES = 2.0
 #: docs/bench/issue21.md), which the few minutes of PPO here cannot reproduce.
 DEMO_BASELINES = {"adversarial_multitenant": ["phase_rule", "pretrained:adversarial_multitenant", "best_static"],
                   "bursty_workload": ["phase_rule", "best_static"],
-                  "cluster_prefix_sharing": ["best_static_knobs", "estimated_ttft", "dynamo_kv"]}
+                  "cluster_prefix_sharing": ["best_affinity_knobs", "best_static_knobs", "estimated_ttft", "dynamo_kv"]}
 
 
 def _config_path(task: str) -> Path:

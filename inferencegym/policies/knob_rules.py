@@ -57,29 +57,35 @@ def base_knobs(task) -> dict:
     return dict(knobs)
 
 
-def affinity_rule(task_id: str) -> dict | None:
-    """The shipped ``best_affinity_knobs`` rule of ``task_id``: ``{"affinity_s": w, "knobs": {...}}``
-    (the ``estimated_ttft_affinity`` weight and fixed replica knobs searched together on training seeds,
-    ``python -m inferencegym.evaluation.search_cluster_knobs --affinity``), or None when none is shipped."""
+AFFINITY_RULES: dict[str, str] = {"grade": "best_affinity_knobs", "p90": "best_affinity_p90"}
+"""The affinity rules by search objective (their data files are ``data/<name>.json``)."""
+
+
+def _affinity_file(objective: str) -> dict:
     try:
-        text = resources.files("inferencegym").joinpath("data", "best_affinity_knobs.json").read_text()
+        text = resources.files("inferencegym").joinpath("data", f"{AFFINITY_RULES[objective]}.json").read_text()
     except (FileNotFoundError, ModuleNotFoundError):
-        return None
-    entry = json.loads(text).get("tasks", {}).get(task_id)
+        return {}
+    return json.loads(text).get("tasks", {})
+
+
+def affinity_rule(task_id: str, objective: str = "grade") -> dict | None:
+    """The shipped affinity rule of ``task_id`` searched for ``objective`` (``grade``:
+    ``best_affinity_knobs``; ``p90``: ``best_affinity_p90``): ``{"affinity_s": w, "knobs": {...}}`` (the
+    ``estimated_ttft_affinity`` weight and fixed replica knobs searched together on training seeds,
+    ``python -m inferencegym.evaluation.search_cluster_knobs --affinity [--objective p90]``), or None."""
+    entry = _affinity_file(objective).get(task_id)
     return None if entry is None else {"affinity_s": float(entry["affinity_s"]), "knobs": dict(entry["knobs"])}
 
 
-def shipped_affinity_rule(task_id: str) -> dict:
+def shipped_affinity_rule(task_id: str, objective: str = "grade") -> dict:
     """:func:`affinity_rule`, or a one-line ValueError naming the tasks that have one."""
-    rule = affinity_rule(task_id)
+    rule = affinity_rule(task_id, objective)
     if rule is None:
-        try:
-            text = resources.files("inferencegym").joinpath("data", "best_affinity_knobs.json").read_text()
-            have = sorted(json.loads(text).get("tasks", {}))
-        except (FileNotFoundError, ModuleNotFoundError):
-            have = []
-        raise ValueError(f"best_affinity_knobs has no searched rule for task {task_id!r} (have: {have}); "
-                         f"run python -m inferencegym.evaluation.search_cluster_knobs --affinity --task {task_id}")
+        flag = "" if objective == "grade" else f" --objective {objective}"
+        raise ValueError(f"{AFFINITY_RULES[objective]} has no searched rule for task {task_id!r} (have: "
+                         f"{sorted(_affinity_file(objective))}); run python -m "
+                         f"inferencegym.evaluation.search_cluster_knobs --affinity{flag} --task {task_id}")
     return rule
 
 

@@ -42,7 +42,8 @@ of issue 21 on the cluster tasks (router and replica knobs together). ``replica_
 (:mod:`inferencegym.policies.knob_rules`) picks each replica's knobs by its own load every window;
 ``load_knobs_rule`` = ``estimated_ttft+replica_load_knobs``. ``best_affinity_knobs`` =
 ``estimated_ttft_affinity_tuned+replica_affinity_knobs``: the affinity weight and the fixed knobs searched
-together on training seeds (``inferencegym/data/best_affinity_knobs.json``; the prefix tasks).
+together on training seeds for the grade (``inferencegym/data/best_affinity_knobs.json``; the prefix tasks);
+``best_affinity_p90`` the same searched for p90 TTFT at equal throughput (``best_affinity_p90.json``).
 
 A *cluster policy* pairs a router with a replica policy (:class:`ClusterPolicy`); the spec
 ``"least_outstanding_requests"`` means that router with ``replica_static``; ``"ROUTER+REPLICA"``
@@ -53,9 +54,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferencegym.envs.cluster_spaces import REPLICA_ACTION_NVEC
 from inferencegym.policies.knob_rules import LoadKnobsReplica, base_knobs, best_static_knobs  # noqa: F401 (re-export)
 from inferencegym.policies.knob_rules import shipped_affinity_rule
+from inferencegym.policies.replica_policies import (  # noqa: F401 (re-export)
+    _REPLICAS,
+    REPLICA_POLICIES,
+    AffinityKnobsReplica,
+    FixedKnobsReplica,
+    RandomReplica,
+    StaticReplica,
+    get_replica_policy,
+)
 from inferencegym.sim.estimates import decode_iteration_s, first_token_iterations
 from inferencegym.sim.router import make_router
 from inferencegym.tasks.episode_workload import mean_output_tokens
@@ -69,13 +78,13 @@ PRODUCTION_ROUTERS: tuple[str, ...] = ("llmd_precise", "llmd_approx", "sglang_ca
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
                                     "least_kv_load", "power_of_two_choices", "estimated_ttft",
                                     "estimated_ttft_affinity", "estimated_ttft_affinity_tuned",
+                                    "estimated_ttft_affinity_p90",
                                     *PRODUCTION_ROUTERS, "clairvoyant", "clairvoyant_work",
                                     "prefix_oracle", "tier_oracle")
-REPLICA_POLICIES: tuple[str, ...] = ("replica_static", "replica_random", "replica_best_static",
-                                     "replica_load_knobs", "replica_affinity_knobs")
 CLUSTER_ALIASES: dict[str, str] = {"best_static_knobs": "estimated_ttft+replica_best_static",
                                    "load_knobs_rule": "estimated_ttft+replica_load_knobs",
-                                   "best_affinity_knobs": "estimated_ttft_affinity_tuned+replica_affinity_knobs"}
+                                   "best_affinity_knobs": "estimated_ttft_affinity_tuned+replica_affinity_knobs",
+                                   "best_affinity_p90": "estimated_ttft_affinity_p90+replica_affinity_p90"}
 """Named cluster policies that pair a router with a replica policy."""
 PRIVILEGED_ROUTERS: tuple[str, ...] = ("clairvoyant", "clairvoyant_work", "prefix_oracle", "tier_oracle")
 """Routers that read what no observation carries (true output lengths; ``prefix_oracle`` also the
@@ -216,14 +225,18 @@ class AffinityEstimatedTTFTRouter(EstimatedTTFTRouter):
 
 
 class TunedAffinityRouter(AffinityEstimatedTTFTRouter):
-    """``estimated_ttft_affinity_tuned``: ``estimated_ttft_affinity`` with the task's weight searched
-    together with the replica knobs (``best_affinity_knobs``; ``knob_rules.affinity_rule``)."""
+    """``estimated_ttft_affinity_tuned`` / ``_p90``: ``estimated_ttft_affinity`` with the task's weight
+    searched together with the replica knobs for the grade (``best_affinity_knobs``) or for p90 TTFT at
+    equal throughput (``best_affinity_p90``; ``knob_rules.affinity_rule``)."""
 
-    name = "estimated_ttft_affinity_tuned"
+    def __init__(self, objective: str = "grade") -> None:
+        super().__init__()
+        self.objective = objective
+        self.name = "estimated_ttft_affinity_tuned" if objective == "grade" else f"estimated_ttft_affinity_{objective}"
 
     def bind(self, env) -> "TunedAffinityRouter":
         super().bind(env)
-        self.affinity_s = shipped_affinity_rule(env.task.task_id)["affinity_s"]
+        self.affinity_s = shipped_affinity_rule(env.task.task_id, self.objective)["affinity_s"]
         return self
 
 
@@ -271,76 +284,6 @@ class TierOracleRouter(EarliestFirstTokenRouter):
         return int(best)
 
 
-class StaticReplica:
-    """Keeps the task's initial knobs: returns the replica's current knob indices."""
-
-    name = "replica_static"
-
-    def reset(self, seed: int | None = None) -> None:
-        pass
-
-    def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
-        if not info or "knobs" not in info:
-            raise ValueError("replica_static needs info['knobs'] from ClusterEnv")
-        return np.asarray(info["knobs"], dtype=np.int64)
-
-
-class RandomReplica:
-    name = "replica_random"
-
-    def __init__(self, seed: int | None = None) -> None:
-        self._rng = np.random.default_rng(seed)
-
-    def reset(self, seed: int | None = None) -> None:
-        self._rng = np.random.default_rng(seed)
-
-    def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
-        return self._rng.integers(0, np.asarray(REPLICA_ACTION_NVEC))
-
-
-class FixedKnobsReplica:
-    """``replica_best_static``: every replica gets the same fixed knob buckets, searched per task on
-    training seeds (``inferencegym/data/best_static_knobs.json``); bound to the env to know its task.
-    ``knobs`` (batch_cap, kv_budget_fraction, speculation_depth, chunk_size values) overrides."""
-
-    name = "replica_best_static"
-
-    def __init__(self, knobs: dict | None = None) -> None:
-        self._given = knobs
-        self._idx: np.ndarray | None = None
-
-    def bind(self, env) -> "FixedKnobsReplica":
-        from inferencegym.envs.cluster_spaces import KNOB_BUCKETS, nearest_bucket
-
-        knobs = self._given if self._given is not None else base_knobs(env.task)
-        self.knobs = dict(knobs)
-        vals = (knobs["batch_cap"], knobs["kv_budget_fraction"], knobs["speculation_depth"], knobs["chunk_size"])
-        self._idx = np.array([nearest_bucket(b, v) for b, v in zip(KNOB_BUCKETS, vals)], dtype=np.int64)
-        return self
-
-    def reset(self, seed: int | None = None) -> None:
-        pass
-
-    def act(self, obs: np.ndarray, info: dict | None = None) -> np.ndarray:
-        if self._idx is None:
-            raise ValueError("replica_best_static is not bound to a ClusterEnv; call policy.bind(env)")
-        return self._idx.copy()
-
-
-class AffinityKnobsReplica(FixedKnobsReplica):
-    """``replica_affinity_knobs``: the fixed knobs of the task's ``best_affinity_knobs`` rule."""
-
-    name = "replica_affinity_knobs"
-
-    def bind(self, env) -> "AffinityKnobsReplica":
-        self._given = shipped_affinity_rule(env.task.task_id)["knobs"]
-        return super().bind(env)
-
-
-_REPLICAS = {c.name: c for c in (StaticReplica, RandomReplica, FixedKnobsReplica, LoadKnobsReplica,
-                                 AffinityKnobsReplica)}
-
-
 def get_router_policy(name: str):
     """A fresh router policy by name; ValueError listing the valid names."""
     if name not in ROUTER_POLICIES:
@@ -353,20 +296,13 @@ def get_router_policy(name: str):
         return TierOracleRouter()
     if name == "estimated_ttft_affinity":
         return AffinityEstimatedTTFTRouter()
-    if name == "estimated_ttft_affinity_tuned":
-        return TunedAffinityRouter()
+    if name in ("estimated_ttft_affinity_tuned", "estimated_ttft_affinity_p90"):
+        return TunedAffinityRouter("grade" if name.endswith("tuned") else "p90")
     if name == "clairvoyant_work":
         p = SimRouterPolicy("clairvoyant")
         p.name = "clairvoyant_work"
         return p
     return SimRouterPolicy(name)
-
-
-def get_replica_policy(name: str):
-    try:
-        return _REPLICAS[name]()
-    except KeyError:
-        raise ValueError(f"unknown replica policy {name!r}; valid: {', '.join(_REPLICAS)}") from None
 
 
 class ClusterPolicy:

@@ -8,6 +8,10 @@ replicas tied on it, the one with the least load by capacity (the rule's tie-bre
 replicas) gets :data:`TIE_BONUS` more. It
 lets PPO train the replica agents with the best observable router held fixed (issue 21, item 4):
 map the router to it and leave it out of ``trainable``. One dummy parameter keeps optimisers happy.
+
+model_config ``affinity`` (default 0; prefix tasks) scores ``est_ttft - affinity x cached_share`` instead:
+the ``estimated_ttft_affinity`` family's rule with weight ``affinity x`` the task's smallest TTFT SLO in
+seconds (the ``est_ttft`` column is in units of that SLO), e.g. ``best_affinity_p90``'s router.
 """
 
 from __future__ import annotations
@@ -36,16 +40,23 @@ class EstTTFTRouterModule(TorchRLModule, ValueFunctionAPI):
     def setup(self) -> None:
         mc = dict(self.model_config or {})
         self._scale = float(mc.get("scale", 1.0e4))
+        self._affinity = float(mc.get("affinity", 0.0))
         obs = self.observation_space
         if not isinstance(obs, gym.spaces.Dict) or "replicas" not in obs.spaces:
             raise ValueError(f"est_ttft_router needs the cluster router's Dict observation; got {obs}")
         if obs["replicas"].shape[1] <= COL["est_ttft"]:
             raise ValueError(f"router observation has {obs['replicas'].shape[1]} columns; est_ttft is "
                              f"column {COL['est_ttft']}")
+        if self._affinity and obs["replicas"].shape[1] <= COL["cached_share"]:
+            raise ValueError(f"est_ttft_router affinity {self._affinity} needs the prefix tasks' cached_share "
+                             f"column ({COL['cached_share']}); this observation has {obs['replicas'].shape[1]} "
+                             f"columns: set affinity 0 on tasks without prefix caching")
         self.dummy = nn.Parameter(torch.zeros(1))
 
     def _logits(self, obs: dict) -> torch.Tensor:
         est = obs["replicas"][..., COL["est_ttft"]].double()
+        if self._affinity:
+            est = est - self._affinity * obs["replicas"][..., COL["cached_share"]].double()
         load = obs["replicas"][..., COL["load_by_capacity"]].double()
         mask = obs.get("action_mask")
         ok = torch.ones_like(est, dtype=torch.bool) if mask is None else mask > 0.5

@@ -21,16 +21,17 @@ def _metrics(policy, task=PREFIX, seed=3, windows=4):
     return log.metrics
 
 
-def test_the_shipped_rule_binds_its_searched_weight_and_knobs():
-    rule = affinity_rule(PREFIX)
+@pytest.mark.parametrize("name,objective", [("best_affinity_knobs", "grade"), ("best_affinity_p90", "p90")])
+def test_the_shipped_rules_bind_their_searched_weight_and_knobs(name, objective):
+    rule = affinity_rule(PREFIX, objective)
     assert rule is not None and rule["affinity_s"] > 0.0  # the search found a weight above the plain router
-    pol = get_cluster_policy("best_affinity_knobs")
+    pol = get_cluster_policy(name)
     env = ClusterEnv({"task_id": PREFIX, "episode_windows": 1})
     pol.bind(env)
-    assert pol.router.affinity_s == rule["affinity_s"]
+    assert pol.router.affinity_s == rule["affinity_s"] and pol.router.objective == objective
     assert pol.replica.knobs == rule["knobs"]
-    assert "best_affinity_knobs" in list_policies("cluster")
-    assert get_policy("best_affinity_knobs", PREFIX).name == "best_affinity_knobs"
+    assert name in list_policies("cluster")
+    assert get_policy(name, PREFIX).name == name
 
 
 def test_weight_zero_is_best_static_knobs_exactly():
@@ -51,3 +52,7 @@ def test_a_task_without_a_searched_rule_is_refused_with_the_command():
         get_cluster_policy("best_affinity_knobs").bind(env)
     with pytest.raises(ValueError, match="not a prefix-sharing cluster task"):
         search_affinity_knobs("cluster_routing", [0])
+    with pytest.raises(ValueError, match="objective must be"):
+        search_affinity_knobs(PREFIX, [0], objective="p99")
+    with pytest.raises(ValueError, match="--objective p90 --task cluster_routing"):
+        get_cluster_policy("best_affinity_p90").bind(env)

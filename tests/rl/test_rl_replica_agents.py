@@ -35,16 +35,22 @@ def test_replica_only_env_is_the_cluster_env_with_the_rule_routing():
         make_cluster_env({"task_id": TASK, "internal_router": "clairvoyant"})
 
 
-def test_est_ttft_router_module_picks_what_the_rule_picks():
+@pytest.mark.parametrize("affinity_s", [0.0, 0.02, 0.3])
+def test_est_ttft_router_module_picks_what_the_rule_picks(affinity_s):
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
+    from inferencegym.policies.routers import AffinityEstimatedTTFTRouter
     from inferencegym.rl.modules import module_class
 
     env = ClusterEnv({"task_id": TASK, "episode_windows": 2})
+    slo_s = min(t.ttft_slo_s for t in env.task.tenants)  # the est_ttft column's unit
     module = RLModuleSpec(module_class=module_class("est_ttft_router"), observation_space=env.observation_spaces["router"],
-                          action_space=env.action_spaces["router"], model_config={"scale": 1.0e4}).build()
-    rule, rep = EstimatedTTFTRouter().bind(env), FixedKnobsReplica().bind(env)
+                          action_space=env.action_spaces["router"],
+                          model_config={"scale": 1.0e4, "affinity": affinity_s / slo_s}).build()
+    rule = EstimatedTTFTRouter() if affinity_s == 0.0 else AffinityEstimatedTTFTRouter()
+    rule.affinity_s = affinity_s
+    rule, rep = rule.bind(env), FixedKnobsReplica().bind(env)
     obs, infos = env.reset(seed=2)
     agree = total = 0
     while True:
@@ -63,6 +69,17 @@ def test_est_ttft_router_module_picks_what_the_rule_picks():
         if truncs["__all__"]:
             break
     assert total > 20 and agree / total >= 0.97                # float32 ties aside
+
+
+def test_est_ttft_router_affinity_needs_the_prefix_columns():
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from inferencegym.rl.modules import module_class
+
+    env = ClusterEnv({"task_id": "cluster_routing", "episode_windows": 1})
+    with pytest.raises(ValueError, match="cached_share"):
+        RLModuleSpec(module_class=module_class("est_ttft_router"), observation_space=env.observation_spaces["router"],
+                     action_space=env.action_spaces["router"], model_config={"affinity": 0.02}).build()
 
 
 def test_a_loaded_policy_with_a_trained_replica_module_sets_the_knobs(tmp_path, monkeypatch):
