@@ -7,16 +7,17 @@
 replica. This one gives every replica its own knobs: the question item 4 asks ("the replica holding
 the hot prefixes needs a different cap than the others"). A rollout algorithm over "hold the current
 knobs": it starts from ``best_static_knobs`` (the ``estimated_ttft`` router, the searched knobs on
-every replica); at every ``--block``-th control window each candidate, the current per-replica knobs
+every replica; ``--router`` / ``--rule`` start from another observable router and rule's knobs, e.g.
+``--router estimated_ttft_affinity_p90 --rule best_affinity_p90``); at every ``--block``-th control window each candidate, the current per-replica knobs
 with **one knob of one replica** moved to a neighbouring bucket (``cluster_spaces.KNOB_BUCKETS``) or
 the same move on every replica, is played **to the end of the episode** on a ``copy.deepcopy`` of the
 env and its policies; the best is taken and held until the next decision (the incumbent, holding, is
 always a candidate, and its value is the one predicted at the previous decision, so the result is never
-worse than ``best_static_knobs`` on the objective). It knows the seed's future (privileged): an upper
+worse than the start on the objective). It knows the seed's future (privileged): an upper
 reference for what per-replica, window-by-window knob control can gain with this router, found by a
 greedy search, so a bound on what a greedy learner of such control can reach, not on every policy.
 Objective ``p90``: the lowest p90 TTFT among candidates whose throughput stays within 1 % of
-``best_static_knobs``'s on the seed (the issue's "at equal throughput"); ``grade``: the task's grade.
+the start's on the seed (the issue's "at equal throughput"); ``grade``: the task's grade.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from cluster_window_ceiling import _play, _score  # noqa: E402
 from inferencegym.envs.cluster_env import ClusterEnv  # noqa: E402
 from inferencegym.envs.cluster_spaces import KNOB_BUCKETS  # noqa: E402
 from inferencegym.evaluation.paired import ci95  # noqa: E402
-from inferencegym.policies.knob_rules import KNOB_NAMES, base_knobs  # noqa: E402
+from inferencegym.policies.knob_rules import AFFINITY_RULES, KNOB_NAMES, base_knobs, shipped_affinity_rule  # noqa: E402
 from inferencegym.policies.routers import get_router_policy  # noqa: E402
 
 
@@ -87,12 +88,13 @@ def moves(state: dict[str, tuple[int, ...]]) -> list[tuple[str, dict[str, tuple[
 
 
 def replica_ceiling_episode(task_id: str, seed: int, *, block: int, objective: str = "p90",
-                            episode_windows: int | None = None, log=print) -> dict:
+                            episode_windows: int | None = None, log=print, router: str = "estimated_ttft",
+                            knobs: dict | None = None) -> dict:
     env = ClusterEnv({"task_id": task_id, "episode_windows": episode_windows})
-    start = tuple(int(np.argmin([abs(b - base_knobs(env.task)[n]) for b in bs]))
-                  for n, bs in zip(KNOB_NAMES, KNOB_BUCKETS))
+    kn = knobs if knobs is not None else base_knobs(env.task)
+    start = tuple(int(np.argmin([abs(b - kn[n]) for b in bs])) for n, bs in zip(KNOB_NAMES, KNOB_BUCKETS))
     state = {a: start for a in env.replica_ids}
-    cur = PerReplicaKnobs(get_router_policy("estimated_ttft"), state, "best_static_knobs").bind(env)
+    cur = PerReplicaKnobs(get_router_policy(router), state, "start").bind(env)
     cur.reset(seed)
     obs, infos = env.reset(seed=seed)
     e, c = copy.deepcopy((env, cur))
@@ -138,21 +140,32 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1000)
     ap.add_argument("--block", type=int, default=5, help="control windows between decisions")
     ap.add_argument("--objective", choices=("grade", "p90"), default="p90")
+    ap.add_argument("--router", default="estimated_ttft",
+                    help="the observable router held fixed (e.g. estimated_ttft_affinity_p90)")
+    ap.add_argument("--rule", default=None,
+                    help="start from this affinity rule's knobs (best_affinity_knobs / best_affinity_p90) "
+                         "instead of best_static_knobs")
     ap.add_argument("--json-out", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.seed < 1000:
         raise SystemExit(f"--seed must be >= 1000 (held-out seeds), got {args.seed}")
     if args.block < 1:
         raise SystemExit(f"--block must be >= 1 control window, got {args.block}")
-    out = {"task": args.task, "block": args.block, "objective": args.objective, "episodes": [],
+    out = {"task": args.task, "block": args.block, "objective": args.objective, "router": args.router,
+           "rule": args.rule, "episodes": [],
            "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_replica_ceiling.py " + " ".join(sys.argv[1:])}
     for s in range(args.seed, args.seed + args.episodes):
         t0 = time.time()
-        ep = replica_ceiling_episode(args.task, s, block=args.block, objective=args.objective)
+        knobs = None
+        if args.rule is not None:
+            objective = {v: k for k, v in AFFINITY_RULES.items()}[args.rule]
+            knobs = shipped_affinity_rule(args.task, objective)["knobs"]
+        ep = replica_ceiling_episode(args.task, s, block=args.block, objective=args.objective,
+                                     router=args.router, knobs=knobs)
         ep["wall_s"] = round(time.time() - t0, 1)
         out["episodes"].append(ep)
         b, c = ep["base"], ep["ceiling"]
-        print(f"{args.task} seed {s}: best_static_knobs grade {b['grade']:.4f} p90 {b['p90']:.4f} thr {b['thr']:.0f} | "
+        print(f"{args.task} seed {s}: start ({args.router}) grade {b['grade']:.4f} p90 {b['p90']:.4f} thr {b['thr']:.0f} | "
               f"per-replica ceiling grade {c['grade']:.4f} p90 {c['p90']:.4f} thr {c['thr']:.0f} "
               f"({ep['rollouts']} rollouts, {ep['wall_s']} s)", flush=True)
         eps = out["episodes"]
@@ -168,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         tmp.write_text(json.dumps(out, indent=1) + "\n")
         tmp.replace(args.json_out)
     p = out["paired"]
-    print(f"{args.task}: per-replica ceiling - best_static_knobs grade {p['grade_diff_mean']:+.4f} ± {p['grade_diff_ci95']:.4f}; "
+    print(f"{args.task}: per-replica ceiling - start grade {p['grade_diff_mean']:+.4f} ± {p['grade_diff_ci95']:.4f}; "
           f"p90 {p['p90_rel_mean']:+.1%} ± {p['p90_rel_ci95']:.1%} ({p['p90_mean_base']:.4f} -> {p['p90_mean_ceiling']:.4f} s)")
 
 
