@@ -10,7 +10,8 @@ knobs": it starts from ``best_static_knobs`` (the ``estimated_ttft`` router, the
 every replica; ``--router`` / ``--rule`` start from another observable router and rule's knobs, e.g.
 ``--router estimated_ttft_affinity_p90 --rule best_affinity_p90``); at every ``--block``-th control window each candidate, the current per-replica knobs
 with **one knob of one replica** moved to a neighbouring bucket (``cluster_spaces.KNOB_BUCKETS``) or
-the same move on every replica, is played **to the end of the episode** on a ``copy.deepcopy`` of the
+the same move on every replica (and, with ``--weights``, the router switched to another
+``estimated_ttft_affinity`` weight; ``--no-knob-moves``: the weights alone), is played **to the end of the episode** on a ``copy.deepcopy`` of the
 env and its policies; the best is taken and held until the next decision (the incumbent, holding, is
 always a candidate, and its value is the one predicted at the previous decision, so the result is never
 worse than the start on the objective). It knows the seed's future (privileged): an upper
@@ -41,7 +42,7 @@ from inferencegym.envs.cluster_env import ClusterEnv  # noqa: E402
 from inferencegym.envs.cluster_spaces import KNOB_BUCKETS  # noqa: E402
 from inferencegym.evaluation.paired import ci95  # noqa: E402
 from inferencegym.policies.knob_rules import AFFINITY_RULES, KNOB_NAMES, base_knobs, shipped_affinity_rule  # noqa: E402
-from inferencegym.policies.routers import get_router_policy  # noqa: E402
+from inferencegym.policies.routers import AffinityEstimatedTTFTRouter, get_router_policy  # noqa: E402
 
 
 class PerReplicaKnobs:
@@ -89,7 +90,8 @@ def moves(state: dict[str, tuple[int, ...]]) -> list[tuple[str, dict[str, tuple[
 
 def replica_ceiling_episode(task_id: str, seed: int, *, block: int, objective: str = "p90",
                             episode_windows: int | None = None, log=print, router: str = "estimated_ttft",
-                            knobs: dict | None = None) -> dict:
+                            knobs: dict | None = None, weights: tuple[float, ...] = (),
+                            knob_moves: bool = True) -> dict:
     env = ClusterEnv({"task_id": task_id, "episode_windows": episode_windows})
     kn = knobs if knobs is not None else base_knobs(env.task)
     start = tuple(int(np.argmin([abs(b - kn[n]) for b in bs])) for n, bs in zip(KNOB_NAMES, KNOB_BUCKETS))
@@ -111,17 +113,22 @@ def replica_ceiling_episode(task_id: str, seed: int, *, block: int, objective: s
         if "router" not in obs:
             if windows % block == 0:
                 best, pick = value, None
-                for name, new in moves(cur.idx):
-                    cand = PerReplicaKnobs(cur.router, new, name)
+                cands = [PerReplicaKnobs(cur.router, new, name) for name, new in moves(cur.idx)] if knob_moves else []
+                for w in weights:
+                    if w != getattr(cur.router, "affinity_s", None):
+                        r = AffinityEstimatedTTFTRouter()
+                        r.affinity_s = w
+                        cands.append(PerReplicaKnobs(r.bind(env), cur.idx, f"router affinity {w:g} s"))
+                for cand in cands:
                     e, c2 = copy.deepcopy((env, cand))
                     v = _play(e, obs, infos, c2, c2, 0, seed)
                     rollouts += 1
                     if better(v, best):
-                        best, pick = v, (name, new)
+                        best, pick = v, cand
                 if pick is not None:
-                    cur = PerReplicaKnobs(cur.router, pick[1], pick[0])
-                    choices.append((windows, pick[0]))
-                    log(f"  window {windows}: {pick[0]} -> p90 {best['p90']:.4f} grade {best['grade']:.4f} thr {best['thr']:.0f}")
+                    cur = pick
+                    choices.append((windows, pick.name))
+                    log(f"  window {windows}: {pick.name} -> p90 {best['p90']:.4f} grade {best['grade']:.4f} thr {best['thr']:.0f}")
                 value = best
             windows += 1
         obs, _, term, trunc, infos = env.step(cur.act_all(obs, infos))
@@ -145,6 +152,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rule", default=None,
                     help="start from this affinity rule's knobs (best_affinity_knobs / best_affinity_p90) "
                          "instead of best_static_knobs")
+    ap.add_argument("--weights", default="",
+                    help="comma-separated estimated_ttft_affinity weights (s) the router may switch to at a "
+                         "decision (a router-side ceiling), e.g. 0,0.01,0.02,0.05,0.1,0.3")
+    ap.add_argument("--no-knob-moves", action="store_true", help="only the router weights move")
     ap.add_argument("--json-out", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.seed < 1000:
@@ -152,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.block < 1:
         raise SystemExit(f"--block must be >= 1 control window, got {args.block}")
     out = {"task": args.task, "block": args.block, "objective": args.objective, "router": args.router,
-           "rule": args.rule, "episodes": [],
+           "rule": args.rule, "weights": args.weights, "knob_moves": not args.no_knob_moves, "episodes": [],
            "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_replica_ceiling.py " + " ".join(sys.argv[1:])}
     for s in range(args.seed, args.seed + args.episodes):
         t0 = time.time()
@@ -161,7 +172,9 @@ def main(argv: list[str] | None = None) -> None:
             objective = {v: k for k, v in AFFINITY_RULES.items()}[args.rule]
             knobs = shipped_affinity_rule(args.task, objective)["knobs"]
         ep = replica_ceiling_episode(args.task, s, block=args.block, objective=args.objective,
-                                     router=args.router, knobs=knobs)
+                                     router=args.router, knobs=knobs,
+                                     weights=tuple(float(w) for w in args.weights.split(",") if w),
+                                     knob_moves=not args.no_knob_moves)
         ep["wall_s"] = round(time.time() - t0, 1)
         out["episodes"].append(ep)
         b, c = ep["base"], ep["ceiling"]

@@ -31,3 +31,14 @@ def test_prediction_is_the_played_episode_and_never_worse_than_the_rule(bench_mo
     assert ep["ceiling"]["p90"] <= ep["base"]["p90"]
     assert ep["ceiling"]["thr"] >= 0.99 * ep["base"]["thr"] or ep["ceiling"] == ep["base"]
     assert ep["rollouts"] > 1 and set(ep["final_knobs"]) == {f"replica_{i}" for i in range(4)}
+
+
+def test_router_weight_moves_alone_keep_the_knobs(bench_module):
+    rc = bench_module("cluster_replica_ceiling")
+    ep = rc.replica_ceiling_episode("cluster_prefix_sharing", 1001, block=2, objective="p90", episode_windows=4,
+                                    log=lambda *_: None, weights=(0.02, 1.0), knob_moves=False)
+    assert ep["ceiling"] == ep["predicted"] and ep["ceiling"]["p90"] <= ep["base"]["p90"]
+    assert all(name.startswith("router affinity") for _, name in ep["choices"])
+    switched_first = any(w == 0 for w, _ in ep["choices"])
+    # the start, then both weights at the first decision, then the weights other than the router's own
+    assert ep["rollouts"] == 1 + 2 + (1 if switched_first else 2)
