@@ -8,7 +8,8 @@ Rows per task (held-out seeds S, S+1, ...; each policy on the same seeds):
 - ``random`` (router and replica knobs both random), the production routers (``round_robin``,
   ``least_outstanding_requests``; on the prefix tasks also the cache-aware ``dynamo_kv``,
   ``llmd_precise``, ``sglang_cache_aware``), ``estimated_ttft`` (all at the task's initial knobs),
-- the best observable rules: ``best_static_knobs`` and, where one is shipped, ``load_knobs_rule``,
+- the best observable rules: ``best_static_knobs`` and, where shipped, ``load_knobs_rule``,
+  ``best_affinity_knobs`` and ``best_affinity_p90`` (the prefix tasks' affinity rules),
 - ``ppo``: the shipped ``pretrained:TASK`` module,
 - privileged routers with the best static knobs (``clairvoyant``, ``prefix_oracle`` on prefix tasks),
 - **hindsight_joint** (privileged ceiling): on each seed, the best by grade of a grid of (router,
@@ -50,7 +51,7 @@ from inferencegym.tasks.cluster_grading import grade_cluster  # noqa: E402
 from inferencegym.tasks.spec import get_task  # noqa: E402
 
 PREFIX_ROUTERS = ("dynamo_kv", "llmd_precise", "sglang_cache_aware")
-OBSERVABLE_RULES = ("best_static_knobs", "load_knobs_rule", "best_affinity_knobs")
+OBSERVABLE_RULES = ("best_static_knobs", "load_knobs_rule", "best_affinity_knobs", "best_affinity_p90")
 
 
 def is_prefix(task_id: str) -> bool:
@@ -79,6 +80,8 @@ def table_policies(task_id: str) -> list[str]:
         rows.append("load_knobs_rule")
     if affinity_rule(task_id) is not None:
         rows.append("best_affinity_knobs")
+    if affinity_rule(task_id, "p90") is not None:
+        rows.append("best_affinity_p90")
     from importlib import resources
     if resources.files("inferencegym").joinpath("data", "pretrained", task_id, "module.json").is_file():
         rows.append("ppo")

@@ -1,7 +1,7 @@
 """Per-replica, per-window lookahead ceiling of a cluster task's replica knobs (issue 21, item 4).
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/cluster_replica_ceiling.py --task cluster_prefix_sharing \\
-        --episodes 3 --seed 1000 --block 5 --objective p90 --json-out benchmarks/results/issue21/replica_ceiling_prefix_sharing.json
+        --episodes 3 --seed 1000 --block 5 --objective p90 --json-out benchmarks/results/issue21/eleventh_replica_ceiling_prefix_sharing.json
 
 ``cluster_window_ceiling.py`` lets the knobs change every block of windows but the same on every
 replica. This one gives every replica its own knobs: the question item 4 asks ("the replica holding
@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -37,10 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from cluster_window_ceiling import _play, _score  # noqa: E402
+from cluster_window_ceiling import _play, _score, ceiling_loop  # noqa: E402
 from inferencegym.envs.cluster_env import ClusterEnv  # noqa: E402
 from inferencegym.envs.cluster_spaces import KNOB_BUCKETS  # noqa: E402
-from inferencegym.evaluation.paired import ci95  # noqa: E402
 from inferencegym.policies.knob_rules import AFFINITY_RULES, KNOB_NAMES, base_knobs, shipped_affinity_rule  # noqa: E402
 from inferencegym.policies.routers import AffinityEstimatedTTFTRouter, get_router_policy  # noqa: E402
 
@@ -165,37 +162,15 @@ def main(argv: list[str] | None = None) -> None:
     out = {"task": args.task, "block": args.block, "objective": args.objective, "router": args.router,
            "rule": args.rule, "weights": args.weights, "knob_moves": not args.no_knob_moves, "episodes": [],
            "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_replica_ceiling.py " + " ".join(sys.argv[1:])}
-    for s in range(args.seed, args.seed + args.episodes):
-        t0 = time.time()
-        knobs = None
-        if args.rule is not None:
-            objective = {v: k for k, v in AFFINITY_RULES.items()}[args.rule]
-            knobs = shipped_affinity_rule(args.task, objective)["knobs"]
-        ep = replica_ceiling_episode(args.task, s, block=args.block, objective=args.objective,
-                                     router=args.router, knobs=knobs,
-                                     weights=tuple(float(w) for w in args.weights.split(",") if w),
-                                     knob_moves=not args.no_knob_moves)
-        ep["wall_s"] = round(time.time() - t0, 1)
-        out["episodes"].append(ep)
-        b, c = ep["base"], ep["ceiling"]
-        print(f"{args.task} seed {s}: start ({args.router}) grade {b['grade']:.4f} p90 {b['p90']:.4f} thr {b['thr']:.0f} | "
-              f"per-replica ceiling grade {c['grade']:.4f} p90 {c['p90']:.4f} thr {c['thr']:.0f} "
-              f"({ep['rollouts']} rollouts, {ep['wall_s']} s)", flush=True)
-        eps = out["episodes"]
-        dg = [x["ceiling"]["grade"] - x["base"]["grade"] for x in eps]
-        rp = [x["ceiling"]["p90"] / x["base"]["p90"] - 1.0 for x in eps]
-        out["paired"] = {"grade_diff_mean": float(np.mean(dg)), "grade_diff_ci95": ci95(dg),
-                         "p90_rel_mean": float(np.mean(rp)), "p90_rel_ci95": ci95(rp), "n": len(eps),
-                         "p90_rel_min": float(np.min(rp)),
-                         "p90_mean_base": float(np.mean([x["base"]["p90"] for x in eps])),
-                         "p90_mean_ceiling": float(np.mean([x["ceiling"]["p90"] for x in eps]))}
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json_out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(out, indent=1) + "\n")
-        tmp.replace(args.json_out)
-    p = out["paired"]
-    print(f"{args.task}: per-replica ceiling - start grade {p['grade_diff_mean']:+.4f} ± {p['grade_diff_ci95']:.4f}; "
-          f"p90 {p['p90_rel_mean']:+.1%} ± {p['p90_rel_ci95']:.1%} ({p['p90_mean_base']:.4f} -> {p['p90_mean_ceiling']:.4f} s)")
+    knobs = None
+    if args.rule is not None:
+        knobs = shipped_affinity_rule(args.task, {v: k for k, v in AFFINITY_RULES.items()}[args.rule])["knobs"]
+    weights = tuple(float(w) for w in args.weights.split(",") if w)
+    ceiling_loop(out, range(args.seed, args.seed + args.episodes), args.json_out, args.task,
+                 lambda s: replica_ceiling_episode(args.task, s, block=args.block, objective=args.objective,
+                                                   router=args.router, knobs=knobs, weights=weights,
+                                                   knob_moves=not args.no_knob_moves),
+                 f"start ({args.router})", "per-replica ceiling")
 
 
 if __name__ == "__main__":

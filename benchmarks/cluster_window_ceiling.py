@@ -109,6 +109,27 @@ def window_ceiling_episode(task_id: str, seed: int, *, block: int, objective: st
             "choices": choices}
 
 
+def ceiling_summary(eps: list[dict]) -> dict:
+    """Paired ceiling - start over the episodes so far (each with ``base`` and ``ceiling`` scores): grade
+    difference and p90 TTFT relative change (means ± 95 % half-widths), seeds with a higher grade, the
+    lowest p90 change, the mean p90s."""
+    dg = [x["ceiling"]["grade"] - x["base"]["grade"] for x in eps]
+    rp = [x["ceiling"]["p90"] / x["base"]["p90"] - 1.0 for x in eps]
+    return {"grade_diff_mean": float(np.mean(dg)), "grade_diff_ci95": ci95(dg),
+            "grade_higher": sum(d > 1e-12 for d in dg), "p90_rel_mean": float(np.mean(rp)),
+            "p90_rel_ci95": ci95(rp), "p90_rel_min": float(np.min(rp)), "n": len(eps),
+            "p90_mean_base": float(np.mean([x["base"]["p90"] for x in eps])),
+            "p90_mean_ceiling": float(np.mean([x["ceiling"]["p90"] for x in eps]))}
+
+
+def write_atomic(path: Path, out: dict) -> None:
+    """``out`` as JSON at ``path`` (a stopped run never leaves half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1) + "\n")
+    tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", required=True)
@@ -122,31 +143,30 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--seed must be >= 1000 (held-out seeds), got {args.seed}")
     out = {"task": args.task, "block": args.block, "objective": args.objective, "episodes": [],
            "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/cluster_window_ceiling.py " + " ".join(sys.argv[1:])}
-    for s in range(args.seed, args.seed + args.episodes):
+    ceiling_loop(out, range(args.seed, args.seed + args.episodes), args.json_out, args.task,
+                 lambda s: window_ceiling_episode(args.task, s, block=args.block, objective=args.objective),
+                 "best_static_knobs", "window ceiling")
+
+
+def ceiling_loop(out: dict, seeds, json_out: Path, task: str, episode, start: str, ceiling: str) -> dict:
+    """Run ``episode(seed)`` per seed into ``out["episodes"]``, print each seed's start and ceiling scores,
+    keep ``out["paired"]`` (:func:`ceiling_summary`) and the JSON file current after every seed."""
+    for s in seeds:
         t0 = time.time()
-        ep = window_ceiling_episode(args.task, s, block=args.block, objective=args.objective)
+        ep = episode(s)
         ep["wall_s"] = round(time.time() - t0, 1)
         out["episodes"].append(ep)
         b, c = ep["base"], ep["ceiling"]
-        print(f"{args.task} seed {s}: best_static_knobs grade {b['grade']:.4f} p90 {b['p90']:.4f} thr {b['thr']:.0f} | "
-              f"window ceiling grade {c['grade']:.4f} p90 {c['p90']:.4f} thr {c['thr']:.0f} "
+        print(f"{task} seed {s}: {start} grade {b['grade']:.4f} p90 {b['p90']:.4f} thr {b['thr']:.0f} | "
+              f"{ceiling} grade {c['grade']:.4f} p90 {c['p90']:.4f} thr {c['thr']:.0f} "
               f"({ep['rollouts']} rollouts, {ep['wall_s']} s) {ep['choices']}", flush=True)
-        eps = out["episodes"]
-        dg = [x["ceiling"]["grade"] - x["base"]["grade"] for x in eps]
-        rp = [x["ceiling"]["p90"] / x["base"]["p90"] - 1.0 for x in eps]
-        out["paired"] = {"grade_diff_mean": float(np.mean(dg)), "grade_diff_ci95": ci95(dg),
-                         "grade_higher": sum(d > 1e-12 for d in dg), "p90_rel_mean": float(np.mean(rp)),
-                         "p90_rel_ci95": ci95(rp), "n": len(eps),
-                         "p90_mean_base": float(np.mean([x["base"]["p90"] for x in eps])),
-                         "p90_mean_ceiling": float(np.mean([x["ceiling"]["p90"] for x in eps]))}
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json_out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(out, indent=1) + "\n")
-        tmp.replace(args.json_out)
+        out["paired"] = ceiling_summary(out["episodes"])
+        write_atomic(json_out, out)
     p = out["paired"]
-    print(f"{args.task}: window ceiling - best_static_knobs grade {p['grade_diff_mean']:+.4f} ± {p['grade_diff_ci95']:.4f} "
+    print(f"{task}: {ceiling} - {start} grade {p['grade_diff_mean']:+.4f} ± {p['grade_diff_ci95']:.4f} "
           f"({p['grade_higher']}/{p['n']}); p90 {p['p90_rel_mean']:+.1%} ± {p['p90_rel_ci95']:.1%} "
           f"({p['p90_mean_base']:.4f} -> {p['p90_mean_ceiling']:.4f} s)")
+    return out
 
 
 if __name__ == "__main__":
