@@ -44,6 +44,18 @@ def export_pretrained(module_dir: str | Path, cfg: TrainConfig, out_dir: str | P
     return out
 
 
+def warm_start_dir(out: TrainOutcome) -> str | None:
+    """What the warm start is loaded from: behaviour cloning's module directory, or, when it cloned
+    several modules (the cluster router and a trained replica module), their common parent, so the
+    warm start is evaluated with every cloned module (not the router with the task's initial knobs)."""
+    paths = [Path(p) for p in (out.warm_start or {}).values()]
+    if not paths:
+        return None
+    if len(paths) == 1 or len({p.parent for p in paths}) != 1:
+        return str(paths[0])
+    return str(paths[0].parent)
+
+
 def select_after_training(cfg: TrainConfig, out: TrainOutcome, *, episodes: int,
                           seed: int = VALIDATION_SEED) -> Selection | None:
     """The best of the warm start and the kept checkpoints on ``episodes`` validation seeds (None
@@ -51,7 +63,7 @@ def select_after_training(cfg: TrainConfig, out: TrainOutcome, *, episodes: int,
     training run's MLflow metrics, so every run records its warm start's grade next to its final one."""
     if episodes <= 0 or not out.checkpoint:
         return None
-    warm_dir = next(iter((out.warm_start or {}).values()), None)
+    warm_dir = warm_start_dir(out)
     selection = select_policy(cfg.task_id, last_checkpoint=out.checkpoint, warm_start_dir=warm_dir,
                               episodes=episodes, seed=seed)
     if out.mlflow_run_id and out.tracking_uri:
@@ -126,7 +138,7 @@ def train_and_compare(cfg: TrainConfig, *, config_path: str, episodes: int, seed
     trainable = getattr(cfg, "trainable", None)
     trained_type = cfg.modules[trainable[0] if trainable else policy.module_id].type
     label = f"ppo ({trained_type})"
-    warm_dir = next(iter((out.warm_start or {}).values()), None)
+    warm_dir = warm_start_dir(out)
     selection = select_after_training(cfg, out, episodes=val_episodes, seed=val_seed)
     if selection is not None:
         policy = selection.policy

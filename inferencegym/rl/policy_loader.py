@@ -290,6 +290,10 @@ def load_exported(path: str | Path, task_id: str | None = None) -> ModulePolicy:
     return policy
 
 
+def _is_module_dir(path: Path) -> bool:
+    return (path / "metadata.json").is_file() or (path / "class_and_ctor_args.pkl").is_file()
+
+
 def _rl_module_dir(path: Path) -> Path:
     for cand in (path / "learner_group" / "learner" / "rl_module", path):
         if (cand / "metadata.json").is_file() or (cand / "class_and_ctor_args.pkl").is_file():
@@ -299,21 +303,27 @@ def _rl_module_dir(path: Path) -> Path:
 
 
 def load_checkpoint(path: str | Path, task_id: str) -> ModulePolicy:
-    """Load an RLlib checkpoint with ``RLModule.from_checkpoint`` (local, trusted paths only)."""
+    """Load an RLlib checkpoint with ``RLModule.from_checkpoint`` (local, trusted paths only): a training
+    checkpoint, one RLModule directory, or a directory of RLModule directories (behaviour cloning's output:
+    a router module and a replica module, loaded together)."""
     from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     p = Path(path).expanduser()
     if not p.exists():
         raise FileNotFoundError(f"checkpoint {p} does not exist")
-    mdir = _rl_module_dir(p)
-    try:
-        loaded = RLModule.from_checkpoint(str(mdir))
-    except Exception as exc:  # a junk or foreign file: unpickling, missing state, wrong format
-        raise ValueError(f"checkpoint {p} could not be loaded as an RLModule ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:200]}); give a directory written by "
-                         f"training") from None
-    modules = {mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule) else {mdir.name: loaded}
+    p = p.resolve()  # RLlib reads the directory through pyarrow, which refuses relative paths
+    subdirs = [] if _is_module_dir(p) or not p.is_dir() else sorted(d for d in p.iterdir() if _is_module_dir(d))
+    modules = {}
+    for mdir in subdirs or [_rl_module_dir(p)]:
+        try:
+            loaded = RLModule.from_checkpoint(str(mdir))
+        except Exception as exc:  # a junk or foreign file: unpickling, missing state, wrong format
+            raise ValueError(f"checkpoint {p} could not be loaded as an RLModule ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:200]}); give a directory written by "
+                             f"training") from None
+        modules.update({mid: loaded[mid] for mid in loaded.keys()} if isinstance(loaded, MultiRLModule)
+                       else {mdir.name: loaded})
     kind = _task_kind(task_id)
     mapping = {"router": next((k for k in modules if "router" in k), "")} if kind == "cluster" else {}
     return ModulePolicy(modules, task_id=task_id, kind=kind, source=f"checkpoint:{p}", mapping=mapping)

@@ -119,3 +119,33 @@ def test_a_loaded_policy_with_a_trained_replica_module_sets_the_knobs(tmp_path, 
         if truncs["__all__"]:
             break
     assert seen >= 8
+
+
+def test_the_warm_start_is_evaluated_with_every_cloned_module(tmp_path):
+    """Behaviour cloning writes the router module and the trained replica module side by side; the
+    warm start the run records (and compares PPO with) loads both, not the router with the task's
+    initial knobs (a defect until the eleventh session)."""
+    from types import SimpleNamespace
+
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from inferencegym.rl.modules import module_class
+    from inferencegym.rl.pipeline import warm_start_dir
+    from inferencegym.rl.policy_loader import load_checkpoint
+
+    env = ClusterEnv({"task_id": TASK, "episode_windows": 2})
+    bc = tmp_path / "run_bc"
+    torch.manual_seed(0)
+    for mid, typ, agent, mc in (("router_pol", "est_ttft_router", "router", {"scale": 1.0e4}),
+                                ("replica_pol", "replica_mlp", "replica_0", {"hidden": [8]})):
+        RLModuleSpec(module_class=module_class(typ), observation_space=env.observation_spaces[agent],
+                     action_space=env.action_spaces[agent], model_config=mc).build().save_to_path(str(bc / mid))
+    (bc / "bc_losses.txt").write_text("0.1\n")
+    both = SimpleNamespace(warm_start={"router_pol": str(bc / "router_pol"), "replica_pol": str(bc / "replica_pol")})
+    assert warm_start_dir(both) == str(bc)
+    assert warm_start_dir(SimpleNamespace(warm_start={"router_pol": str(bc / "router_pol")})) == str(bc / "router_pol")
+    assert warm_start_dir(SimpleNamespace(warm_start=None)) is None
+    pol = load_checkpoint(bc, TASK)
+    assert sorted(pol.modules) == ["replica_pol", "router_pol"]
+    assert pol.module_for("replica_2") is pol.modules["replica_pol"]
+    assert sorted(load_checkpoint(bc / "router_pol", TASK).modules) == ["router_pol"]
