@@ -71,8 +71,9 @@ from inferencegym.tasks.episode_workload import mean_output_tokens
 
 AFFINITY_S = 0.3
 """Affinity weight of ``estimated_ttft_affinity`` in seconds: the best summed grade of
-``benchmarks/affinity_search.py --seeds 2 --weights 0 0.1 0.3`` (training seeds; it beats the plain
-rule on cluster_multiturn, +0.017, and loses on cluster_prefix_sharing, -0.015: not a better rule)."""
+``benchmarks/affinity_search.py --seeds 2 --weights 0 0.1 0.3`` (training seeds, the tasks' initial knobs;
+second session). With the searched replica knobs the weight pays on both prefix tasks; the weights searched
+per task with the knobs are ``best_affinity_knobs`` / ``best_affinity_p90`` (:class:`TunedAffinityRouter`)."""
 PRODUCTION_ROUTERS: tuple[str, ...] = ("llmd_precise", "llmd_approx", "sglang_cache_aware", "dynamo_kv")
 """The production cache-aware routers of ``inferencegym.sim.cache_routers`` (published defaults)."""
 ROUTER_POLICIES: tuple[str, ...] = ("round_robin", "random", "least_outstanding_requests",
