@@ -49,15 +49,23 @@ AFFINITY_GRID: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.3
 """Weights (seconds) of the ``best_affinity_knobs`` search (0 = plain ``estimated_ttft``)."""
 
 
-def score_policy(task_id: str, make_policy, seeds: list[int]) -> tuple[float, float]:
-    """(mean grade, -mean p90 TTFT) of the cluster policy ``make_policy()`` (a fresh one per
-    episode) on ``seeds``: the search objective of the cluster rules, grade first, p90 TTFT on ties."""
-    g, p90 = [], []
+def episode_means(task_id: str, make_policy, seeds: list[int]) -> tuple[float, float, float]:
+    """(mean grade, mean p90 TTFT, mean throughput) of the cluster policy ``make_policy()`` (a fresh
+    one per episode) on ``seeds``."""
+    g, p90, thr = [], [], []
     for s in seeds:
         log, _ = run_cluster_episode(task_id, make_policy(), s)
         g.append(grade_cluster(task_id, log).score)
         p90.append(log.metrics["cluster/ttft_p90_s"])
-    return float(np.mean(g)), -float(np.mean(p90))
+        thr.append(log.metrics["cluster/throughput_tok_s"])
+    return float(np.mean(g)), float(np.mean(p90)), float(np.mean(thr))
+
+
+def score_policy(task_id: str, make_policy, seeds: list[int]) -> tuple[float, float]:
+    """(mean grade, -mean p90 TTFT) of the cluster policy ``make_policy()`` (a fresh one per
+    episode) on ``seeds``: the search objective of the cluster rules, grade first, p90 TTFT on ties."""
+    g, p90, _ = episode_means(task_id, make_policy, seeds)
+    return g, -p90
 
 
 def _score(task_id: str, knobs: dict, seeds: list[int]) -> tuple[float, float]:
@@ -97,17 +105,6 @@ def _affinity_policy(point: dict) -> ClusterPolicy:
                          name="best_affinity_knobs")
 
 
-def _grade_p90_thr(task_id: str, point: dict, seeds: list[int]) -> tuple[float, float, float]:
-    """(mean grade, mean p90 TTFT, mean throughput) of :func:`_affinity_policy` on ``seeds``."""
-    g, p90, thr = [], [], []
-    for s in seeds:
-        log, _ = run_cluster_episode(task_id, _affinity_policy(point), s)
-        g.append(grade_cluster(task_id, log).score)
-        p90.append(log.metrics["cluster/ttft_p90_s"])
-        thr.append(log.metrics["cluster/throughput_tok_s"])
-    return float(np.mean(g)), float(np.mean(p90)), float(np.mean(thr))
-
-
 def search_affinity_knobs(task_id: str, seeds: list[int], rounds: int = 4, log=print,
                           objective: str = "grade") -> dict:
     """Coordinate ascent over ``KNOB_GRID`` and ``AFFINITY_GRID`` from ``best_static_knobs`` (module
@@ -127,7 +124,7 @@ def search_affinity_knobs(task_id: str, seeds: list[int], rounds: int = 4, log=p
     def measure(pt: dict) -> tuple[float, float, float]:
         key = tuple(sorted(pt.items()))
         if key not in raw:
-            raw[key] = _grade_p90_thr(task_id, pt, seeds)
+            raw[key] = episode_means(task_id, lambda: _affinity_policy(pt), seeds)
         return raw[key]
 
     floor = 0.99 * measure(start)[2]

@@ -32,13 +32,18 @@ KNOB_NAMES: tuple[str, ...] = ("batch_cap", "kv_budget_fraction", "speculation_d
 """Knob keys of a level, in the replica action's order."""
 
 
-def _shipped(file_name: str, task_id: str, key: str) -> dict | None:
-    """``tasks[task_id][key]`` of the packaged ``data/<file_name>`` (None when absent)."""
+def _shipped_tasks(file_name: str) -> dict:
+    """``tasks`` of the packaged ``data/<file_name>`` (empty when the file is absent)."""
     try:
         text = resources.files("inferencegym").joinpath("data", file_name).read_text()
     except (FileNotFoundError, ModuleNotFoundError):
-        return None
-    entry = json.loads(text).get("tasks", {}).get(task_id)
+        return {}
+    return json.loads(text).get("tasks", {})
+
+
+def _shipped(file_name: str, task_id: str, key: str) -> dict | None:
+    """``tasks[task_id][key]`` of the packaged ``data/<file_name>`` (None when absent)."""
+    entry = _shipped_tasks(file_name).get(task_id)
     return None if entry is None else entry[key]
 
 
@@ -61,20 +66,12 @@ AFFINITY_RULES: dict[str, str] = {"grade": "best_affinity_knobs", "p90": "best_a
 """The affinity rules by search objective (their data files are ``data/<name>.json``)."""
 
 
-def _affinity_file(objective: str) -> dict:
-    try:
-        text = resources.files("inferencegym").joinpath("data", f"{AFFINITY_RULES[objective]}.json").read_text()
-    except (FileNotFoundError, ModuleNotFoundError):
-        return {}
-    return json.loads(text).get("tasks", {})
-
-
 def affinity_rule(task_id: str, objective: str = "grade") -> dict | None:
     """The shipped affinity rule of ``task_id`` searched for ``objective`` (``grade``:
     ``best_affinity_knobs``; ``p90``: ``best_affinity_p90``): ``{"affinity_s": w, "knobs": {...}}`` (the
     ``estimated_ttft_affinity`` weight and fixed replica knobs searched together on training seeds,
     ``python -m inferencegym.evaluation.search_cluster_knobs --affinity [--objective p90]``), or None."""
-    entry = _affinity_file(objective).get(task_id)
+    entry = _shipped_tasks(f"{AFFINITY_RULES[objective]}.json").get(task_id)
     return None if entry is None else {"affinity_s": float(entry["affinity_s"]), "knobs": dict(entry["knobs"])}
 
 
@@ -84,7 +81,7 @@ def shipped_affinity_rule(task_id: str, objective: str = "grade") -> dict:
     if rule is None:
         flag = "" if objective == "grade" else f" --objective {objective}"
         raise ValueError(f"{AFFINITY_RULES[objective]} has no searched rule for task {task_id!r} (have: "
-                         f"{sorted(_affinity_file(objective))}); run python -m "
+                         f"{sorted(_shipped_tasks(f'{AFFINITY_RULES[objective]}.json'))}); run python -m "
                          f"inferencegym.evaluation.search_cluster_knobs --affinity{flag} --task {task_id}")
     return rule
 

@@ -290,13 +290,14 @@ def load_exported(path: str | Path, task_id: str | None = None) -> ModulePolicy:
     return policy
 
 
-def _is_module_dir(path: Path) -> bool:
+def _is_checkpointable(path: Path) -> bool:
+    """An RLlib checkpoint directory of some component (algorithm, learner group, RLModule, ...)."""
     return (path / "metadata.json").is_file() or (path / "class_and_ctor_args.pkl").is_file()
 
 
 def _rl_module_dir(path: Path) -> Path:
     for cand in (path / "learner_group" / "learner" / "rl_module", path):
-        if (cand / "metadata.json").is_file() or (cand / "class_and_ctor_args.pkl").is_file():
+        if _is_checkpointable(cand):
             return cand
     raise FileNotFoundError(f"{path} is not an RLlib checkpoint: expected {path}/learner_group/learner/rl_module "
                             "or an RLModule directory (with class_and_ctor_args.pkl)")
@@ -313,7 +314,9 @@ def load_checkpoint(path: str | Path, task_id: str) -> ModulePolicy:
     if not p.exists():
         raise FileNotFoundError(f"checkpoint {p} does not exist")
     p = p.resolve()  # RLlib reads the directory through pyarrow, which refuses relative paths
-    subdirs = [] if _is_module_dir(p) or not p.is_dir() else sorted(d for d in p.iterdir() if _is_module_dir(d))
+    # a plain directory (no checkpoint of its own) holding module directories: load them all
+    subdirs = ([] if _is_checkpointable(p) or (p / "learner_group").is_dir() or not p.is_dir()
+               else sorted(d for d in p.iterdir() if d.is_dir() and _is_checkpointable(d)))
     modules = {}
     for mdir in subdirs or [_rl_module_dir(p)]:
         try:
