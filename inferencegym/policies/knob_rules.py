@@ -27,6 +27,7 @@ from importlib import resources
 import numpy as np
 
 from inferencegym.envs.cluster_spaces import COL, KNOB_BUCKETS, nearest_bucket
+from inferencegym.tasks.spec import get_task
 
 KNOB_NAMES: tuple[str, ...] = ("batch_cap", "kv_budget_fraction", "speculation_depth", "chunk_size")
 """Knob keys of a level, in the replica action's order."""
@@ -79,9 +80,13 @@ def shipped_affinity_rule(task_id: str, objective: str = "grade") -> dict:
     """:func:`affinity_rule`, or a one-line ValueError naming the tasks that have one."""
     rule = affinity_rule(task_id, objective)
     if rule is None:
+        name = AFFINITY_RULES[objective]
+        have = sorted(_shipped_tasks(f"{name}.json"))
+        if get_task(task_id).workload.process != "prefix":
+            raise ValueError(f"{name} is a rule of the prefix-sharing cluster tasks (it weighs the published "
+                             f"prefix cache); {task_id!r} has none: use best_static_knobs (searched: {have})")
         flag = "" if objective == "grade" else f" --objective {objective}"
-        raise ValueError(f"{AFFINITY_RULES[objective]} has no searched rule for task {task_id!r} (have: "
-                         f"{sorted(_shipped_tasks(f'{AFFINITY_RULES[objective]}.json'))}); run python -m "
+        raise ValueError(f"{name} has no searched rule for task {task_id!r} (have: {have}); run python -m "
                          f"inferencegym.evaluation.search_cluster_knobs --affinity{flag} --task {task_id}")
     return rule
 

@@ -46,13 +46,16 @@ def test_the_weight_changes_where_requests_go():
     assert _metrics(heavy)["cluster/ttft_p90_s"] != _metrics(get_cluster_policy("best_static_knobs"))["cluster/ttft_p90_s"]
 
 
-def test_a_task_without_a_searched_rule_is_refused_with_the_command():
+def test_a_task_without_a_searched_rule_is_refused_with_a_reason():
     env = ClusterEnv({"task_id": "cluster_routing", "episode_windows": 1})
-    with pytest.raises(ValueError, match="search_cluster_knobs --affinity --task cluster_routing"):
+    with pytest.raises(ValueError, match="rule of the prefix-sharing cluster tasks.*use best_static_knobs"):
         get_cluster_policy("best_affinity_knobs").bind(env)
+    cpu = ClusterEnv({"task_id": "cluster_cpu_kv", "episode_windows": 1})  # a prefix task, not searched
+    with pytest.raises(ValueError, match="search_cluster_knobs --affinity --task cluster_cpu_kv"):
+        get_cluster_policy("best_affinity_knobs").bind(cpu)
     with pytest.raises(ValueError, match="not a prefix-sharing cluster task"):
         search_affinity_knobs("cluster_routing", [0])
     with pytest.raises(ValueError, match="objective must be"):
         search_affinity_knobs(PREFIX, [0], objective="p99")
-    with pytest.raises(ValueError, match="--objective p90 --task cluster_routing"):
-        get_cluster_policy("best_affinity_p90").bind(env)
+    with pytest.raises(ValueError, match="--objective p90 --task cluster_cpu_kv"):
+        get_cluster_policy("best_affinity_p90").bind(cpu)
