@@ -351,10 +351,10 @@ def warm_start(cfg: Any, *, out_dir: str | Path, env: Any = None) -> dict[str, s
 
 
 def _trained_replica_module(cfg: Any) -> str | None:
-    """The replica agents' module id when it is trained (in ``trainable``) and learns (not
-    ``hold_knobs``): BC then clones the baseline's replica actions into it too."""
+    """The replica agents' module id when it is a learning module (not ``hold_knobs`` or
+    ``replica_sticky``): BC then clones the baseline's replica actions into it too, whether PPO trains
+    it or not (a frozen ``replica_mlp`` would otherwise play its random initialisation)."""
     rep = next((m for pat, m in cfg.policy_mapping.items() if pat.startswith("replica")), None)
-    trained = cfg.trainable or sorted(set(cfg.policy_mapping.values()))
-    if rep is None or rep not in trained or cfg.modules[rep].type in ("hold_knobs", "replica_sticky"):
+    if rep is None or cfg.modules[rep].type in ("hold_knobs", "replica_sticky"):
         return None  # replica_sticky starts as hold_knobs by construction (rl/replica_modules.py)
     return rep

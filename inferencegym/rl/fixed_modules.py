@@ -53,10 +53,15 @@ class EstTTFTRouterModule(TorchRLModule, ValueFunctionAPI):
                              f"columns: set affinity 0 on tasks without prefix caching")
         self.dummy = nn.Parameter(torch.zeros(1))
 
-    def _logits(self, obs: dict) -> torch.Tensor:
+    def _score(self, obs: dict) -> torch.Tensor:
+        """Per replica, the score whose argmin is the rule's choice (SLO units)."""
         est = obs["replicas"][..., COL["est_ttft"]].double()
         if self._affinity:
             est = est - self._affinity * obs["replicas"][..., COL["cached_share"]].double()
+        return est
+
+    def _logits(self, obs: dict) -> torch.Tensor:
+        est = self._score(obs)
         load = obs["replicas"][..., COL["load_by_capacity"]].double()
         mask = obs.get("action_mask")
         ok = torch.ones_like(est, dtype=torch.bool) if mask is None else mask > 0.5

@@ -39,6 +39,7 @@ from torch import nn
 
 import inferencegym.rl.rllib_compat  # noqa: F401  (RLlib's own RLModuleConfig notice, see there)
 from inferencegym.rl.control_residual import ResidualAutoscalerModule
+from inferencegym.rl.affinity_router import AffinityRouterModule
 from inferencegym.rl.fixed_modules import EstTTFTRouterModule
 from inferencegym.rl.replica_modules import StickyReplicaModule
 
@@ -419,6 +420,7 @@ MODULE_TYPES: dict[str, type[TorchRLModule]] = {
     "hold_knobs": HoldKnobsModule,
     "replica_sticky": StickyReplicaModule,
     "est_ttft_router": EstTTFTRouterModule,
+    "affinity_router": AffinityRouterModule,
     "lstm": LSTMModule,
     "residual_autoscaler": ResidualAutoscalerModule,
 }
