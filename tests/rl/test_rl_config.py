@@ -43,7 +43,7 @@ def _base() -> dict:
     (lambda d: d["ppo"].update(minibatch_size=4096), "minibatch_size 4096 is larger than"),
     (lambda d: d["ppo"].update(kl_target=0), r"ppo.kl_target: Input should be greater than 0 \(given: 0\)"),
     (lambda d: d["ppo"].update(lamda=0.9), "ppo.lamda: Extra inputs are not permitted"),
-    (lambda d: d["modules"]["router_pol"].update(type="gpt"), "unknown module type 'gpt'; valid: attention_router"),
+    (lambda d: d["modules"]["router_pol"].update(type="gpt"), "unknown module type 'gpt'; valid: affinity_router, attention_router"),
     (lambda d: d["policy_mapping"].update(router="nope"), r"policy_mapping uses modules \['nope'\]"),
     (lambda d: d.update(env="multi"), "env: Input should be 'single' or 'cluster'"),
     (lambda d: d["curriculum"].update(enabled=True, thresholds=[0.5]), "3 stages needs 2 thresholds"),
