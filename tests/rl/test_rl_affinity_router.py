@@ -1,5 +1,6 @@
 """``affinity_router``: the ``estimated_ttft`` score with a learned affinity weight (issue 21, eleventh session),
-and behaviour cloning of a frozen learning replica module."""
+and behaviour cloning of a frozen learning replica module. (Its greedy choices = the affinity rule at its current
+weight: ``tests/rl/test_rl_replica_agents.py``.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from inferencegym.envs.cluster_env import ClusterEnv
 from inferencegym.envs.cluster_spaces import COL
-from inferencegym.policies.routers import AffinityEstimatedTTFTRouter, FixedKnobsReplica
 from inferencegym.rl.bc import _trained_replica_module
 from inferencegym.rl.modules import module_class
 
@@ -27,32 +27,6 @@ def _module(env, **mc):
 
 def _batch(o):
     return {k: torch.as_tensor(np.asarray(v)[None]) for k, v in o.items()}
-
-
-@pytest.mark.parametrize("affinity_s", [0.0, 0.05])
-def test_its_greedy_choice_is_the_affinity_rule_with_its_current_weight(affinity_s):
-    env = ClusterEnv({"task_id": TASK, "episode_windows": 2})
-    module = _module(env, scale=300.0, affinity=affinity_s)  # the task's TTFT SLO is 1 s: weight in seconds
-    rule = AffinityEstimatedTTFTRouter()
-    rule.affinity_s = affinity_s
-    rule, rep = rule.bind(env), FixedKnobsReplica().bind(env)
-    obs, infos = env.reset(seed=3)
-    agree = total = 0
-    while True:
-        act = {}
-        for aid, o in obs.items():
-            if aid == "router":
-                logits = module.forward_inference({Columns.OBS: _batch(o)})[Columns.ACTION_DIST_INPUTS][0]
-                choice = int(torch.argmax(logits))
-                agree += choice == rule.act(o, infos.get(aid))
-                total += 1
-                act[aid] = choice
-            else:
-                act[aid] = rep.act(o, infos.get(aid))
-        obs, _, _, truncs, infos = env.step(act)
-        if truncs["__all__"]:
-            break
-    assert total > 20 and agree / total >= 0.97 and module.affinity == pytest.approx(affinity_s)
 
 
 def test_the_weight_gets_a_gradient_where_cached_shares_differ_and_a_value():

@@ -35,8 +35,11 @@ def test_replica_only_env_is_the_cluster_env_with_the_rule_routing():
         make_cluster_env({"task_id": TASK, "internal_router": "clairvoyant"})
 
 
-@pytest.mark.parametrize("affinity_s", [0.0, 0.02, 0.3])
-def test_est_ttft_router_module_picks_what_the_rule_picks(affinity_s):
+@pytest.mark.parametrize("module_type,affinity_s", [("est_ttft_router", 0.0), ("est_ttft_router", 0.02),
+                                                     ("est_ttft_router", 0.3), ("affinity_router", 0.0),
+                                                     ("affinity_router", 0.05)])
+def test_est_ttft_router_module_picks_what_the_rule_picks(module_type, affinity_s):
+    """The fixed module, and the learned-affinity module (greedy at its current weight, sampling scale aside)."""
     from ray.rllib.core.columns import Columns
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -45,9 +48,10 @@ def test_est_ttft_router_module_picks_what_the_rule_picks(affinity_s):
 
     env = ClusterEnv({"task_id": TASK, "episode_windows": 2})
     slo_s = min(t.ttft_slo_s for t in env.task.tenants)  # the est_ttft column's unit
-    module = RLModuleSpec(module_class=module_class("est_ttft_router"), observation_space=env.observation_spaces["router"],
+    module = RLModuleSpec(module_class=module_class(module_type), observation_space=env.observation_spaces["router"],
                           action_space=env.action_spaces["router"],
-                          model_config={"scale": 1.0e4, "affinity": affinity_s / slo_s}).build()
+                          model_config={"scale": 1.0e4 if module_type == "est_ttft_router" else 300.0,
+                                        "affinity": affinity_s / slo_s}).build()
     rule = EstimatedTTFTRouter() if affinity_s == 0.0 else AffinityEstimatedTTFTRouter()
     rule.affinity_s = affinity_s
     rule, rep = rule.bind(env), FixedKnobsReplica().bind(env)
