@@ -226,9 +226,9 @@ def fit(args) -> None:
     _final_fit(x, y, cols, report, args)
 
 
-class AllKnobPolicy:
-    """The module, switched to the candidate with the largest predicted advantage over the module's own action
-    where that prediction exceeds ``margin`` (observable inputs only)."""
+class _ModuleBesideTheRule:
+    """The module acting, ``phase_rule`` shadowing the same observations (its detector's features are the
+    advantage model's inputs), and a regressor of advantages with the margin a switch must exceed."""
 
     def __init__(self, module, model: AdvantageModel, margin: float):
         self.base, self.model, self.margin = module, model, float(margin)
@@ -238,9 +238,18 @@ class AllKnobPolicy:
         self.base.reset(seed)
         self.rule.reset(seed)
 
-    def act(self, obs, info=None):
+    def _module_action(self, obs, info) -> ServeAction:
         a = ServeAction.from_any(self.base.act(obs, info))
         self.rule.act(obs, info)
+        return a
+
+
+class AllKnobPolicy(_ModuleBesideTheRule):
+    """The module, switched to the candidate with the largest predicted advantage over the module's own action
+    where that prediction exceeds ``margin`` (observable inputs only)."""
+
+    def act(self, obs, info=None):
+        a = self._module_action(obs, info)
         i = INDEX.get(a)
         if i is None:
             return a
@@ -288,22 +297,14 @@ def fit_nb(args) -> None:
     _final_fit(x, y, cols, report, args)
 
 
-class NeighbourPolicy:
+class NeighbourPolicy(_ModuleBesideTheRule):
     """The module, with the one-knob change (``NEIGHBOURS``) of largest predicted advantage applied where that
     prediction exceeds ``margin`` (spec ``nb:MODEL.pt@MARGIN``; observable inputs only)."""
 
-    def __init__(self, module, model: AdvantageModel, margin: float):
-        self.base, self.model, self.margin = module, model, float(margin)
-        self.rule = PhaseRulePolicy(TASK)
-        self.phases = ("low", "low+mega", "high", "high+mega")
-
-    def reset(self, seed=None):
-        self.base.reset(seed)
-        self.rule.reset(seed)
+    phases = ("low", "low+mega", "high", "high+mega")
 
     def act(self, obs, info=None):
-        a = ServeAction.from_any(self.base.act(obs, info))
-        self.rule.act(obs, info)
+        a = self._module_action(obs, info)
         x = nb_features(self.rule.detector.features(level=2), np.asarray(obs, np.float32).reshape(-1),
                         np.asarray([INDEX.get(a, -1)]), np.asarray([self.phases.index(self.rule.detector.forecast())]))
         pred = self.model.predict(x)[0]
