@@ -26,23 +26,36 @@ TASK = "adversarial_multitenant"
 CLASSES = ("ls", "hm", "hs", "kv", "od")
 
 
-class KnobGuard:
+class ModuleBesideTheRule:
+    """A module acting with ``phase_rule`` shadowing the same observations: the base of the issue-21 adversarial
+    scripts' guards and overrides, which read the rule's action and its detector's forecast phase."""
+
+    def __init__(self, module):
+        self.module, self.rule = module, PhaseRulePolicy(TASK)
+
+    def reset(self, seed=None):
+        self.module.reset(seed)
+        self.rule.reset(seed)
+
+    def _actions(self, obs, info) -> tuple[ServeAction, ServeAction, str]:
+        """(the module's action, the rule's action, the rule's forecast phase) for this window."""
+        ma = ServeAction.from_any(self.module.act(obs, info))
+        ra = self.rule.act(obs, info)
+        return ma, ra, self.rule.detector.forecast()
+
+
+class KnobGuard(ModuleBesideTheRule):
     """The module with the rule's action restored in the classes ``names`` (module docstring)."""
 
     def __init__(self, module, names: list[str]):
         bad = [n for n in names if n not in CLASSES]
         if bad or not names:
             raise ValueError(f"guard classes must be among {', '.join(CLASSES)}; got {names!r}")
-        self.module, self.names, self.rule = module, set(names), PhaseRulePolicy(TASK)
-
-    def reset(self, seed=None):
-        self.module.reset(seed)
-        self.rule.reset(seed)
+        super().__init__(module)
+        self.names = set(names)
 
     def act(self, obs, info=None):
-        ma = ServeAction.from_any(self.module.act(obs, info))
-        ra = self.rule.act(obs, info)
-        name = self.rule.detector.forecast()
+        ma, ra, name = self._actions(obs, info)
         n = self.names
         if "od" in n:
             return ra.model_copy(update={"kv_budget_fraction": ma.kv_budget_fraction}) if name == "low+mega" else ra

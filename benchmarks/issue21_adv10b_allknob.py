@@ -39,6 +39,7 @@ from inferencegym.envs.serve_env import LLMServeEnv  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 from inferencegym.rl.advantage_fit import COMPACT_COLS, AdvantageModel  # noqa: E402
 from inferencegym.rl.rollout_labels import GRADE_REWARD, candidate_actions, rollout_return  # noqa: E402
+from issue21_adv10_guards import ModuleBesideTheRule  # noqa: E402
 
 TASK = "adversarial_multitenant"
 CANDS = candidate_actions(TASK)
@@ -226,30 +227,21 @@ def fit(args) -> None:
     _final_fit(x, y, cols, report, args)
 
 
-class _ModuleBesideTheRule:
-    """The module acting, ``phase_rule`` shadowing the same observations (its detector's features are the
-    advantage model's inputs), and a regressor of advantages with the margin a switch must exceed."""
+class _AdvantageSwitch(ModuleBesideTheRule):
+    """The module beside the rule (whose detector's features are the advantage model's inputs), and a regressor
+    of advantages with the margin a switch must exceed."""
 
     def __init__(self, module, model: AdvantageModel, margin: float):
-        self.base, self.model, self.margin = module, model, float(margin)
-        self.rule = PhaseRulePolicy(TASK)
-
-    def reset(self, seed=None):
-        self.base.reset(seed)
-        self.rule.reset(seed)
-
-    def _module_action(self, obs, info) -> ServeAction:
-        a = ServeAction.from_any(self.base.act(obs, info))
-        self.rule.act(obs, info)
-        return a
+        super().__init__(module)
+        self.model, self.margin = model, float(margin)
 
 
-class AllKnobPolicy(_ModuleBesideTheRule):
+class AllKnobPolicy(_AdvantageSwitch):
     """The module, switched to the candidate with the largest predicted advantage over the module's own action
     where that prediction exceeds ``margin`` (observable inputs only)."""
 
     def act(self, obs, info=None):
-        a = self._module_action(obs, info)
+        a = self._actions(obs, info)[0]
         i = INDEX.get(a)
         if i is None:
             return a
@@ -297,14 +289,14 @@ def fit_nb(args) -> None:
     _final_fit(x, y, cols, report, args)
 
 
-class NeighbourPolicy(_ModuleBesideTheRule):
+class NeighbourPolicy(_AdvantageSwitch):
     """The module, with the one-knob change (``NEIGHBOURS``) of largest predicted advantage applied where that
     prediction exceeds ``margin`` (spec ``nb:MODEL.pt@MARGIN``; observable inputs only)."""
 
     phases = ("low", "low+mega", "high", "high+mega")
 
     def act(self, obs, info=None):
-        a = self._module_action(obs, info)
+        a = self._actions(obs, info)[0]
         x = nb_features(self.rule.detector.features(level=2), np.asarray(obs, np.float32).reshape(-1),
                         np.asarray([INDEX.get(a, -1)]), np.asarray([self.phases.index(self.rule.detector.forecast())]))
         pred = self.model.predict(x)[0]
@@ -312,13 +304,14 @@ class NeighbourPolicy(_ModuleBesideTheRule):
         return neighbour(a, *NEIGHBOURS[k]) if pred[k] > self.margin else a
 
 
-class KnobOverride:
+class KnobOverride(ModuleBesideTheRule):
     """The module with knobs set per forecast phase of the rule's detector (spec
     ``knob:PHASES:KNOB=VALUE[,KNOB=VALUE]`` with ``PHASES`` a ``/``-list of low, low+mega, high, high+mega or ``all``;
     several specs joined by ``;``). Observable: the rule's phase forecast."""
 
     def __init__(self, module, spec: str):
-        self.base, self.rule, self.rules = module, PhaseRulePolicy(TASK), []
+        super().__init__(module)
+        self.rules = []
         for part in spec.removeprefix("knob:").split(";"):
             phases, _, sets = part.partition(":")
             upd = {}
@@ -329,14 +322,8 @@ class KnobOverride:
             names = ("low", "low+mega", "high", "high+mega") if phases == "all" else tuple(phases.split("/"))
             self.rules.append((names, upd))
 
-    def reset(self, seed=None):
-        self.base.reset(seed)
-        self.rule.reset(seed)
-
     def act(self, obs, info=None):
-        a = ServeAction.from_any(self.base.act(obs, info))
-        self.rule.act(obs, info)
-        name = self.rule.detector.forecast()
+        a, _, name = self._actions(obs, info)
         for names, upd in self.rules:
             if name in names:
                 a = a.model_copy(update=upd)

@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from inferencegym.envs.actions import ServeAction  # noqa: E402
 from inferencegym.evaluation.cluster import ci95  # noqa: E402
 from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 from inferencegym.rl.policy_loader import load_policy  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from issue21_adv10_guards import ModuleBesideTheRule  # noqa: E402
 from issue21_adv_deviations import TASK, play  # noqa: E402
 
 GUARDS = {
@@ -60,20 +60,15 @@ OVERRIDES = {
 }
 
 
-class Guarded:
+class Guarded(ModuleBesideTheRule):
     """The module, with the rule's action where ``guard(rule phase, rule action, module action)``."""
 
     def __init__(self, module, guard):
-        self.module, self.guard, self.rule = module, guard, PhaseRulePolicy(TASK)
-
-    def reset(self, seed=None):
-        self.module.reset(seed)
-        self.rule.reset(seed)
+        super().__init__(module)
+        self.guard = guard
 
     def act(self, obs, info=None):
-        ma = ServeAction.from_any(self.module.act(obs, info))
-        ra = self.rule.act(obs, info)
-        name = self.rule.detector.forecast()
+        ma, ra, name = self._actions(obs, info)
         if self.guard in OVERRIDES.values():
             return self.guard(self.rule, name, ma)
         return ra if ma != ra and self.guard(name, ra, ma) else ma

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from inferencegym.envs.actions import ServeAction  # noqa: E402
-from inferencegym.policies.phase_rule import PhaseRulePolicy  # noqa: E402
 from inferencegym.rl.advantage_fit import COMPACT_COLS, AdvantageModel  # noqa: E402
+from issue21_adv10_guards import ModuleBesideTheRule  # noqa: E402
 
 TASK = "adversarial_multitenant"
 FEAT_DIM = 8
@@ -40,23 +40,21 @@ def features(feat: np.ndarray, obs: np.ndarray) -> np.ndarray:
     return np.concatenate([feat, obs[:, list(COMPACT_COLS)]], axis=1).astype(np.float32)
 
 
-class SpellPolicy:
+class SpellPolicy(ModuleBesideTheRule):
     """The module; the ``low+mega`` guard decided by a spell-advantage regressor (see module docstring)."""
 
     def __init__(self, module, model: AdvantageModel, margin: float, mode: str = "replace"):
         if mode not in ("replace", "veto", "add"):
             raise ValueError(f"mode must be replace, veto or add; got {mode!r}")
-        self.base, self.model, self.margin, self.mode = module, model, float(margin), mode
-        self.rule = PhaseRulePolicy(TASK)
+        super().__init__(module)
+        self.model, self.margin, self.mode = model, float(margin), mode
 
     def reset(self, seed=None):
-        self.base.reset(seed)
-        self.rule.reset(seed)
+        super().reset(seed)
         self.w, self.spell, self.dropped = 0, None, False
 
     def act(self, obs, info=None):
-        a = ServeAction.from_any(self.base.act(obs, info))
-        self.rule.act(obs, info)
+        a = self._actions(obs, info)[0]
         self._observe(obs)
         w, self.w = self.w, self.w + 1
         if self.rule.detector.forecast() != "low+mega":
@@ -138,17 +136,22 @@ def fit(args) -> None:
                                              "cross_validation": report}, indent=1))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fit")
+def add_fit_args(f: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The arguments of the issue-21 adversarial scripts' ``fit`` commands (labels in, regressor out)."""
     f.add_argument("--labels", type=Path, nargs="+", required=True)
     f.add_argument("--model", type=Path, required=True)
     f.add_argument("--clips", type=float, nargs="+", default=[1.0])
     f.add_argument("--hidden", type=int, default=32)
     f.add_argument("--epochs", type=int, default=60)
-    f.add_argument("--undropped-only", action="store_true")
     f.add_argument("--json-out", type=Path, default=None)
+    return f
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = add_fit_args(sub.add_parser("fit"))
+    f.add_argument("--undropped-only", action="store_true")
     args = ap.parse_args()
     if args.cmd == "fit":
         fit(args)

@@ -108,6 +108,24 @@ def label_episode(actor, seed: int, horizon: int) -> dict[str, np.ndarray]:
     return out
 
 
+def label_seeds(out: Path, tag: str, seeds: range, label, describe) -> None:
+    """Per seed, ``label(seed)`` (a dict of arrays) saved as ``out/TASK_TAG_SEED.npz`` (written whole: a
+    stopped run never leaves half a file; seeds already labelled are skipped), then ``describe(seed, d, s)``
+    (a progress line; ``s`` the seconds it took)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        path = out / f"{TASK}_{tag}_{seed}.npz"
+        if path.is_file():
+            continue
+        t0 = time.perf_counter()
+        d = label(seed)
+        tmp = path.with_name(path.stem + ".partial.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **d)
+        tmp.replace(path)
+        print(describe(seed, d, time.perf_counter() - t0), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "N"), default=(100, 120))
@@ -122,21 +140,13 @@ def main() -> None:
                  f"{args.seeds[0] + args.seeds[1] - 1}. Pass --seeds FIRST N with FIRST + N <= 500.")
     from issue21_adv_actors import make_actor
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    for seed in range(args.seeds[0], args.seeds[0] + args.seeds[1]):
-        path = args.out / f"{TASK}_{args.tag}_{seed}.npz"
-        if path.is_file():
-            continue
-        t0 = time.perf_counter()
-        d = label_episode(make_actor(args.actor), seed, args.horizon)
-        tmp = path.with_name(path.stem + ".partial.tmp")
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **d)
-        tmp.replace(path)
+    def describe(seed: int, d: dict, secs: float) -> str:
         adv = d["q_drop"] - d["q_hold"]
-        print(f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} low+mega windows, drop pays in "
-              f"{int((adv > 0).sum())}, mean adv {adv.mean() if len(adv) else 0:+.3f}, "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        return (f"seed {seed}: grade {float(d['score']):.4f}, {len(adv)} low+mega windows, drop pays in "
+                f"{int((adv > 0).sum())}, mean adv {adv.mean() if len(adv) else 0:+.3f}, {secs:.1f} s")
+
+    label_seeds(args.out, args.tag, range(args.seeds[0], args.seeds[0] + args.seeds[1]),
+                lambda seed: label_episode(make_actor(args.actor), seed, args.horizon), describe)
 
 
 if __name__ == "__main__":
